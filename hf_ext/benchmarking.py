@@ -1,0 +1,205 @@
+"""Types shared by every ``hf-ext bench <id>`` benchmark and the tour.
+
+A benchmark is a function ``run(*, quick: bool, seed: int) -> BenchReport`` that runs the method and its
+baselines side by side in one process. It measures; it never asserts. The CLI adds the method id, the
+``quick``/``seed`` flags and the environment, prints the rows as a table and writes the JSON schema::
+
+    {"method": str, "quick": bool, "seed": int, "config": {...},
+     "rows": [{"system": str, "is_baseline": bool, "<figure>": number, ...}],
+     "headline": {"figure": str, "higher_is_better": bool, "method": number,
+                  "best_baseline_system": str, "best_baseline": number},
+     "env": {"python": str, "torch": str, "cpu_count": int}}
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The one figure a benchmark is judged by: the method's value against the best baseline's."""
+
+    figure: str
+    higher_is_better: bool
+    method: float
+    best_baseline_system: str
+    best_baseline: float
+
+    @classmethod
+    def from_rows(
+        cls,
+        rows: Sequence[dict[str, Any]],
+        figure: str,
+        *,
+        higher_is_better: bool,
+        method_system: str,
+        where: dict[str, Any] | None = None,
+    ) -> Headline:
+        """Pick the method's row and the best baseline row for ``figure``.
+
+        Args:
+            rows: The benchmark rows.
+            figure: Column to compare.
+            higher_is_better: Direction of ``figure``.
+            method_system: ``system`` value of the method's row.
+            where: Optional column filters (e.g. ``{"context": 32768}``) selecting the rows compared.
+        """
+        pool = [r for r in rows if all(r.get(k) == v for k, v in (where or {}).items())]
+        mine = [r for r in pool if r["system"] == method_system and not r["is_baseline"]]
+        bases = [r for r in pool if r["is_baseline"] and _finite(r.get(figure))]
+        if len(mine) != 1:
+            raise ValueError(
+                f"expected one row for system {method_system!r} with filters {where}, got {len(mine)}"
+            )
+        if not bases:
+            raise ValueError(f"no baseline row has a finite {figure!r} with filters {where}")
+        pick = max if higher_is_better else min
+        best = pick(bases, key=lambda r: float(r[figure]))
+        return cls(figure, higher_is_better, float(mine[0][figure]), best["system"], float(best[figure]))
+
+    @property
+    def ratio(self) -> float:
+        """Method over best baseline (``inf`` when the baseline is zero)."""
+        return self.method / self.best_baseline if self.best_baseline else math.inf
+
+    @property
+    def beats_baseline(self) -> bool:
+        return self.method > self.best_baseline if self.higher_is_better else self.method < self.best_baseline
+
+
+@dataclass
+class BenchReport:
+    """What a benchmark returns.
+
+    Attributes:
+        rows: One dict per (system, setting): ``system`` and ``is_baseline`` plus measured figures.
+            Settings (problem, budget, context length...) are ordinary columns.
+        headline: The figure the method is judged by.
+        config: The settings the run used (sizes, seeds, budgets), JSON-serialisable.
+        what: One line saying what ran, shown in the tour (e.g. ``"set cover, 40 requests, eta=0..1"``).
+        notes: Lines printed under the table: what is real and what synthetic, targets met or missed.
+        files: Paths of artefacts written (plots), keyed by a short name.
+    """
+
+    rows: list[dict[str, Any]]
+    headline: Headline
+    config: dict[str, Any] = field(default_factory=dict)
+    what: str = ""
+    notes: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self, *, method: str, quick: bool, seed: int) -> dict[str, Any]:
+        """The JSON document of the common schema (module docstring)."""
+        import torch
+
+        h = self.headline
+        return {
+            "method": method,
+            "quick": quick,
+            "seed": seed,
+            "config": self.config,
+            "rows": [_jsonable(r) for r in self.rows],
+            "headline": {
+                "figure": h.figure,
+                "higher_is_better": h.higher_is_better,
+                "method": h.method,
+                "best_baseline_system": h.best_baseline_system,
+                "best_baseline": h.best_baseline,
+            },
+            "env": {
+                "python": platform.python_version(),
+                "torch": torch.__version__,
+                "cpu_count": os.cpu_count() or 1,
+            },
+            "notes": self.notes,
+            "files": self.files,
+        }
+
+
+class Timer:
+    """Wall-clock seconds of a block: ``with Timer() as t: ...; t.seconds``."""
+
+    seconds: float = 0.0
+
+    def __enter__(self) -> Timer:
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self._start
+
+
+@contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Seed python, numpy and torch for the duration of a block, restoring torch's RNG afterwards."""
+    import random
+
+    import numpy as np
+    import torch
+
+    state = torch.random.get_rng_state()
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(state)
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Render rows as a fixed-width text table; columns are the union of keys in first-seen order."""
+    cols: list[str] = []
+    for r in rows:
+        cols += [k for k in r if k not in cols]
+    cells = [[_fmt(r.get(c, "")) for c in cols] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
+    line = "  ".join(c.ljust(w) for c, w in zip(cols, widths))
+    rule = "  ".join("-" * w for w in widths)
+    body = [
+        "  ".join(v.rjust(w) if _numeric(v) else v.ljust(w) for v, w in zip(row, widths)) for row in cells
+    ]
+    return "\n".join([line, rule, *body])
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return str(v)
+        if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3):
+            return f"{v:.3g}"
+        return f"{v:.4g}" if abs(v) < 10 else f"{v:.1f}"
+    return str(v)
+
+
+def _numeric(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        if hasattr(v, "item"):
+            v = v.item()
+        if isinstance(v, float) and not math.isfinite(v):
+            v = None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        out[k] = v
+    return out

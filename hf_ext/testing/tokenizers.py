@@ -1,0 +1,40 @@
+"""A word-level tokenizer built in code (no hub, no vendored files)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
+
+DEFAULT_WORDS: tuple[str, ...] = tuple(
+    "the a is of to and in that it was for on are as with his they at be this from have or by one had not but "
+    "what all were when we there can an your which their said if do will each about how up out them then she "
+    "many some so these would other into has more her two like him see time could no make than first been its "
+    "who now people my made over did down only way find use may water long little very after words called just "
+    "where most know yes answer question true false unknown capital city river paris rome".split()
+)
+
+
+def word_tokenizer(words: Sequence[str] = DEFAULT_WORDS, specials: Sequence[str] = SPECIALS) -> Any:
+    """A ``PreTrainedTokenizerFast`` over whitespace-separated ``words``.
+
+    Ids 0-3 are ``<pad> <bos> <eos> <unk>``; ``words`` follow in order, so ``len(tok) == 4 + len(words)``.
+    A trivial chat template joins message contents, for chat-format datasets.
+
+    Example:
+        >>> tok = word_tokenizer(["hello", "world"])
+        >>> tok("hello world")["input_ids"]
+        [4, 5]
+    """
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(dict.fromkeys([*specials, *words]))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>", unk_token="<unk>"
+    )
+    tok.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
+    return tok

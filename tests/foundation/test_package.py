@@ -1,0 +1,155 @@
+"""The package contract: lazy import, registry-driven public names, generated README sections."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import hf_ext
+from hf_ext import _availability
+from hf_ext._registry import get, methods
+from hf_ext.cli import GENERATED, generated_sections
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = (
+    "torch",
+    "transformers",
+    "trl",
+    "peft",
+    "diffusers",
+    "timm",
+    "torchmetrics",
+    "sklearn",
+    "pettingzoo",
+    "triton",
+    "numpy",
+)
+
+
+def _run(code: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+
+
+def test_import_loads_no_host():
+    loaded = json.loads(
+        _run(f"import sys, json, hf_ext; print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
+    )
+    assert loaded == []
+
+
+def test_listing_names_loads_no_host():
+    code = f"import sys, json, hf_ext; dir(hf_ext); print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    assert json.loads(_run(code)) == []
+
+
+def test_import_time_under_half_a_second():
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import hf_ext"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stderr
+    row = [line for line in out.splitlines() if line.rstrip().endswith("| hf_ext")][-1]
+    cumulative_us = int(row.split("|")[1])
+    assert cumulative_us < 500_000
+
+
+def test_dir_lists_every_public_name():
+    names = {n for m in methods().values() for n in m.public}
+    assert names <= set(dir(hf_ext))
+    assert "papers" in dir(hf_ext)
+
+
+def test_unknown_name_suggests_closest():
+    some = next(iter(next(iter(methods().values())).public))
+    with pytest.raises(AttributeError, match=f"Did you mean '{some}'"):
+        getattr(hf_ext, some[:-1] + "x")
+
+
+def test_missing_extra_names_the_pip_line(monkeypatch):
+    info = next(iter(methods().values()))
+    name = next(iter(info.public))
+    extra = info.extras[0]
+    monkeypatch.setitem(_availability.EXTRAS, extra, [("hf-ext-no-such-dist", "1.0", None)])
+    _availability.missing.cache_clear()
+    monkeypatch.delitem(vars(hf_ext), name, raising=False)
+    try:
+        with pytest.raises(ImportError, match=re.escape(f"install it with `pip install hf-ext[{extra}]`")):
+            getattr(hf_ext, name)
+    finally:
+        _availability.missing.cache_clear()
+
+
+def test_version_ranges():
+    assert _availability._in_range("1.16.3", "1.16", "1.17")
+    assert not _availability._in_range("1.17.0", "1.16", "1.17")
+    assert _availability._in_range("2.14.1+cpu", "2.14", None)
+    assert not _availability._in_range("0.21.1", "0.21.2", "0.22")
+    with pytest.raises(KeyError, match="unknown extra 'nope'"):
+        _availability.missing("nope")
+
+
+def test_unknown_method_names_known_ones():
+    with pytest.raises(KeyError, match="Known methods: "):
+        get("no-such-method")
+
+
+@pytest.mark.parametrize("method_id", sorted(methods()))
+def test_registry_entry_is_complete(method_id):
+    info = get(method_id)
+    assert (ROOT / "docs" / "methods" / f"{method_id}.md").is_file(), "docs page missing"
+    assert info.citation.lstrip().startswith("@"), "citation must be BibTeX"
+    assert set(info.extras) <= set(_availability.EXTRAS)
+    for target in filter(None, (info.bench, info.tour)):
+        module, _, function = target.partition(":")
+        assert module.startswith("hf_ext.") and function
+        assert importlib.util.find_spec(module) is not None, target
+    for module in info.public.values():
+        assert importlib.util.find_spec(module) is not None, module
+
+
+@pytest.mark.parametrize("method_id", sorted(methods()))
+def test_public_names_resolve_and_carry_paper(method_id):
+    info = get(method_id)
+    for extra in info.extras:
+        if _availability.missing(extra):
+            pytest.skip(f"extra {extra} not installed")
+    for name in info.public:
+        obj = getattr(hf_ext, name)
+        if inspect.isclass(obj):
+            assert getattr(obj, "_paper", None) == info.paper, f"{name}._paper must be paper({method_id!r})"
+
+
+def test_papers_lists_every_method():
+    assert [p["method"] for p in hf_ext.papers()] == list(methods())
+
+
+@pytest.mark.parametrize("page", sorted(GENERATED))
+def test_generated_sections_are_current(page):
+    text = (ROOT / page).read_text()
+    for name, body in generated_sections(page).items():
+        assert f"{body}\n<!-- {name}:end -->" in text, f"{page}: section {name} is stale; run `make readme`"
+
+
+def test_every_package_folder_is_a_package():
+    for folder in (ROOT / "hf_ext").rglob("*"):
+        if folder.is_dir() and folder.name != "__pycache__" and any(folder.glob("*.py")):
+            assert (folder / "__init__.py").is_file(), f"{folder} would be left out of the wheel"
+
+
+def test_no_forbidden_top_level_names():
+    for name in ("kernels", "metrics", "estimators", "utils", "models"):
+        assert not (ROOT / name).exists(), f"top-level {name}/ would shadow or leak an import name"
+    for folder in (ROOT / "tests").rglob("*"):
+        if folder.is_dir():
+            assert folder.name not in ("kernels", "metrics", "utils", "models"), folder
