@@ -29,7 +29,7 @@ bench: install
 	@for id in $$($(BIN)/hf-ext list --ids); do $(BIN)/hf-ext bench $$id --quick --json bench-out/$$id.json || exit 1; done
 
 docs: install
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 lint: install
 	$(BIN)/ruff check hf_ext tests

@@ -33,7 +33,7 @@ def tiny_causal_lm(arch: str = "llama", seed: int = 0, **overrides: Any) -> Any:
         seed: Torch seed used right before construction.
         **overrides: Config fields that replace the defaults (e.g. ``vocab_size=len(tok)``).
 
-    Example:
+    Examples:
         >>> lm = tiny_causal_lm("qwen2", vocab_size=32)
         >>> lm(torch.tensor([[1, 5, 7]])).logits.shape
         torch.Size([1, 3, 32])
@@ -114,7 +114,7 @@ def tiny_wan_transformer(seed: int = 0, **overrides: Any) -> Any:
 
     Inputs: latents ``(B, 4, F, H, W)`` with ``H, W`` even, timestep ``(B,)``, text ``(B, L, 32)``.
 
-    Example:
+    Examples:
         >>> dit = tiny_wan_transformer()
         >>> out = dit(torch.randn(1, 4, 5, 16, 16), torch.tensor([500]), torch.randn(1, 8, 32)).sample
         >>> tuple(out.shape)
@@ -200,7 +200,7 @@ def tiny_timm_model(name: str = "test_vit", seed: int = 0, num_classes: int = 10
 
     All default to 160 px inputs; ``test_vit`` also takes ``img_size=32``.
 
-    Example:
+    Examples:
         >>> net = tiny_timm_model("test_resnet", num_classes=3)
         >>> net(torch.randn(2, 3, 64, 64)).shape
         torch.Size([2, 3])

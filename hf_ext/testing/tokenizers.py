@@ -22,7 +22,7 @@ def word_tokenizer(words: Sequence[str] = DEFAULT_WORDS, specials: Sequence[str]
     Ids 0-3 are ``<pad> <bos> <eos> <unk>``; ``words`` follow in order, so ``len(tok) == 4 + len(words)``.
     A trivial chat template joins message contents, for chat-format datasets.
 
-    Example:
+    Examples:
         >>> tok = word_tokenizer(["hello", "world"])
         >>> tok("hello world")["input_ids"]
         [4, 5]
