@@ -1,0 +1,43 @@
+from hf_ext._registry import MethodInfo
+
+METHOD = MethodInfo(
+    id="sysrs",
+    name="SySRs",
+    title="Cutting LLM Evaluation Costs with SySRs: A Bandit Algorithm that Provably Exploits Model Similarity",
+    venue="ICML 2026",
+    arxiv="2606.07726",
+    host="scikit-learn-style estimator + framework-free ask/tell scheduler",
+    extras=("sklearn",),
+    public={
+        "BestModelIdentifier": "hf_ext.estimators.sysrs",
+        "SySRs": "hf_ext.sysrs.core",
+        "SynchronizedSuccessiveRejects": "hf_ext.sysrs.core",
+        "SuccessiveRejects": "hf_ext.sysrs.core",
+        "SequentialHalving": "hf_ext.sysrs.core",
+        "UniformAllocation": "hf_ext.sysrs.core",
+        "identify_best_model": "hf_ext.sysrs.core",
+    },
+    bench="hf_ext.sysrs.bench:run",
+    tour="hf_ext.sysrs.bench:tour",
+    citation=(
+        "@inproceedings{lyu2026sysrs,\n"
+        "  title = {Cutting {LLM} Evaluation Costs with {SySRs}: A Bandit Algorithm that Provably Exploits Model "
+        "Similarity},\n"
+        "  author = {Lyu, Zifan and Nejma, Chahine and Wegel, Tobias and Yang, Fanny and Dorner, Florian E.},\n"
+        "  booktitle = {International Conference on Machine Learning (ICML)},\n"
+        "  year = {2026},\n"
+        "  eprint = {2606.07726},\n"
+        "  archivePrefix = {arXiv}\n"
+        "}"
+    ),
+    reconstructed=(
+        "SySRs elimination statistic: lowest mean on the shared queries (paper's exact statistic unknown)",
+        "SySRs keeps the classical SR phase lengths",
+        "finite-benchmark rules: counts capped at n_queries, budget >= K*N evaluates everything",
+        "zero-size phases eliminate on the data already seen",
+        "NaN policies zero / drop_query",
+        "synchronized uniform and Sequential Halving baselines",
+    ),
+    note="Only the abstract is public; no figure of the paper is reproduced or quoted.",
+    spec="sysrs.md",
+)

@@ -1,0 +1,46 @@
+"""The benchmark helpers (budget grid, budget-to-5%-error search) and a tiny end-to-end benchmark run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hf_ext.sysrs.bench import budget_grid, budget_to_error
+from hf_ext.sysrs.simulate import simulate
+from hf_ext.testing import requires
+
+
+def test_budget_grid_is_geometric_and_ends_at_full_evaluation() -> None:
+    grid = budget_grid(10, 3000, 1.5)
+    assert grid[0] == 11 and grid[-1] == 30_000
+    assert all(a < b for a, b in zip(grid, grid[1:]))
+    assert grid[1] == 17 and grid[2] == 25  # ceil(11 * 1.5), ceil(11 * 2.25)
+
+
+@pytest.mark.parametrize("algorithm", ["sr", "sysrs", "uniform"])
+def test_budget_to_error_equals_exhaustive_search(algorithm: str) -> None:
+    rng = np.random.default_rng(0)
+    S = (rng.random((4, 60)) < np.array([[0.4], [0.5], [0.6], [0.8]])).astype(float)
+    grid = budget_grid(4, 60, 1.5)
+    found = budget_to_error(S, algorithm, grid, reps=60, seed=0)
+    exhaustive = next(b for b in grid if simulate(S, b, algorithm, reps=60, seed=0)["error_rate"] <= 0.05)
+    assert found == exhaustive
+
+
+def test_budget_to_error_reports_not_reached() -> None:
+    S = np.array([[0.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 0.0, 0.0]])
+    S[2, 3] = 0.5  # model 2 best by half a point; the grid stops before full evaluation
+    assert budget_to_error(S, "sr", [4, 6], reps=40, seed=0) is None
+
+
+@pytest.mark.slow
+@requires("sklearn")
+def test_tour_runs_and_reports_targets() -> None:
+    from hf_ext.sysrs.bench import tour
+
+    report = tour(seed=0)
+    systems = {r["system"] for r in report.rows}
+    assert systems == {"uniform", "uniform-synced", "SR", "SySRs", "SH", "SH-synced"}
+    assert report.headline.figure == "error_rate" and report.headline.best_baseline_system != "SySRs"
+    assert all(r["max_spent"] <= r["budget"] for r in report.rows)
+    assert any("err(SySRs) <= 0.5 x err(SR) on digits @ 3000" in n for n in report.notes)

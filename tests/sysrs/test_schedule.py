@@ -1,0 +1,70 @@
+"""The Successive Rejects and Sequential Halving schedules: worked values, budget accounting, zero-size phases."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from hf_ext.sysrs.core import logbar, sh_schedule, sr_schedule
+
+
+def test_logbar_values() -> None:
+    assert logbar(2) == 1
+    assert logbar(3) == Fraction(4, 3)
+    assert float(logbar(5)) == pytest.approx(1.78333, abs=1e-5)
+    assert float(logbar(11)) == pytest.approx(2.51988, abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("k", "budget", "expected", "cost"),
+    [
+        (2, 10, (4,), 8),
+        (3, 30, (7, 11), 29),
+        (5, 100, (11, 14, 18, 27), 97),
+        (11, 3000, (108, 119, 132, 149, 170, 198, 238, 297, 396, 594), 2995),
+    ],
+)
+def test_sr_worked_values(k: int, budget: int, expected: tuple[int, ...], cost: int) -> None:
+    n = sr_schedule(k, budget)
+    assert n == expected
+    assert sum(n) + n[-1] == cost
+
+
+def test_sr_cost_never_exceeds_budget() -> None:
+    rng = np.random.default_rng(0)
+    pairs = [(k, b) for k in range(2, 51) for b in (k + 1, k + 2, 2 * k, 10**5)]
+    pairs += [(int(k), int(rng.integers(k + 1, 10**5 + 1))) for k in rng.integers(2, 51, size=1500)]
+    for k, b in pairs:
+        n = sr_schedule(k, b)
+        assert sum(n) + n[-1] <= b, (k, b)
+        assert all(x <= y for x, y in zip(n, n[1:])), (k, b)
+        assert n[0] >= 1, (k, b)
+
+
+def test_sr_zero_size_phases_are_kept() -> None:
+    n = sr_schedule(50, 1275)
+    assert n[0] == n[1] == 7
+    assert sum(n) + n[-1] <= 1275
+
+
+def test_sr_schedule_rejects_small_budget() -> None:
+    with pytest.raises(ValueError, match="`budget` must be an int >= 4, got 3"):
+        sr_schedule(3, 3)
+
+
+def test_sh_schedule_rounds_and_cost() -> None:
+    for k in (2, 3, 5, 8, 11, 33):
+        for b in (k + 1, 10 * k, 1000):
+            plan = sh_schedule(k, b)
+            assert len(plan) == math.ceil(math.log2(k))
+            assert plan[-1][1] == 1
+            sizes = [k] + [keep for _, keep in plan[:-1]]
+            prev, cost = 0, 0
+            for size, (cum, _) in zip(sizes, plan):
+                assert cum - prev == b // (size * len(plan))
+                cost += size * (cum - prev)
+                prev = cum
+            assert cost <= b
