@@ -1,0 +1,55 @@
+"""Registry entry for MAFE-style fair multi-agent environments and F-MACEM."""
+
+from hf_ext._registry import MethodInfo
+
+METHOD = MethodInfo(
+    id="mafe",
+    name="MAFE",
+    title="MAFE: Enabling Equitable Algorithm Design in Multi-Agent Multi-Stage Decision-Making Systems",
+    venue="ICML 2026",
+    arxiv="2502.18534",
+    host="PettingZoo ParallelEnv (+ torchmetrics fairness Metrics)",
+    extras=("pettingzoo", "metrics"),
+    public={
+        "LoanMAFE": "hf_ext.marl.loan_mafe_v0",
+        "HealthcareMAFE": "hf_ext.marl.healthcare_mafe_v0",
+        "EducationMAFE": "hf_ext.marl.education_mafe_v0",
+        "FMACEM": "hf_ext.marl.mafe.fmacem",
+        "ScalarizeFairness": "hf_ext.marl.mafe.wrappers",
+        "FairnessConstraint": "hf_ext.marl.mafe.wrappers",
+        "ComponentLogger": "hf_ext.marl.mafe.wrappers",
+        "SingleAgentView": "hf_ext.marl.mafe.wrappers",
+        "GroupRate": "hf_ext.metrics.fairness",
+        "DemographicParityDifference": "hf_ext.metrics.fairness",
+        "EqualOpportunityDifference": "hf_ext.metrics.fairness",
+        "MeanLevelGap": "hf_ext.metrics.fairness",
+        "group_rates": "hf_ext.metrics.functional.fairness",
+        "demographic_parity_difference": "hf_ext.metrics.functional.fairness",
+        "equal_opportunity_difference": "hf_ext.metrics.functional.fairness",
+        "mean_level_gap": "hf_ext.metrics.functional.fairness",
+    },
+    bench="hf_ext.marl.mafe.bench:run",
+    tour="hf_ext.marl.mafe.bench:tour",
+    citation=(
+        "@inproceedings{lazri2026mafe,\n"
+        "  title={MAFE: Enabling Equitable Algorithm Design in Multi-Agent Multi-Stage Decision-Making Systems},\n"
+        "  author={Lazri, Zachary McBride and Nakra, Anirudh and Brugere, Ivan and Dervovic, Danial and\n"
+        "          Polychroniadou, Antigoni and Huang, Furong and Dachman-Soled, Dana and Wu, Min},\n"
+        "  booktitle={International Conference on Machine Learning (ICML)},\n"
+        "  year={2026},\n"
+        "  eprint={2502.18534},\n"
+        "  archivePrefix={arXiv}\n"
+        "}"
+    ),
+    reconstructed=(
+        "all environment dynamics, constants and initial distributions (MAFE-style, not the paper's appendix)",
+        "agent names, observation layout and action spaces",
+        "fairness component keys and the empty-group convention",
+        "intervention mechanisms and a regulator_0 agent that sets their intensity in every environment",
+        "F-MACEM details: policy class, CEM schedule, common random numbers, objective weights",
+        "per-agent F-MACEM objective (hf-ext extension, not in the paper)",
+    ),
+    note="MAFE-style: same Fair Dec-POMDP formalism and API as the paper, reconstructed dynamics; "
+    "no numerical parity with the paper is claimed (no public code).",
+    spec="mafe.md",
+)

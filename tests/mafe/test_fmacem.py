@@ -1,0 +1,103 @@
+"""F-MACEM: the CEM core on a quadratic, determinism, an end-to-end tiny run, bad inputs."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from hf_ext.testing import requires
+
+pytestmark = requires("pettingzoo", "metrics")
+
+from hf_ext.marl import loan_mafe_v0  # noqa: E402
+from hf_ext.marl.mafe.fmacem import FMACEM, cem_optimize  # noqa: E402
+from hf_ext.marl.mafe.policies import FixedIntervention, run_episode  # noqa: E402
+
+
+def test_cem_reaches_quadratic_optimum():
+    target = np.array([1.0, -2.0, 0.5, 3.0, -1.0])
+    mean, _, hist = cem_optimize(
+        lambda c, i: -((c - target) ** 2).sum(1), 5, iterations=30, rng=np.random.default_rng(0)
+    )
+    assert np.abs(mean - target).max() < 1e-2
+    assert hist[-1]["elite_J"] > hist[0]["elite_J"]
+
+
+def test_cem_per_block_elites():
+    target = np.array([1.0, -1.0])
+    blocks = [slice(0, 1), slice(1, 2)]
+    mean, _, _ = cem_optimize(
+        lambda c, i: -((c - target) ** 2), 2, iterations=30, blocks=blocks, rng=np.random.default_rng(1)
+    )
+    assert np.abs(mean - target).max() < 1e-2
+
+
+def _fit(**kw):
+    args = {"beta": 5.0, "population": 8, "iterations": 3, "episodes": 1, "seed": 0}
+    args.update(kw)
+    return FMACEM(lambda: loan_mafe_v0.parallel_env(max_cycles=10), **args).fit()
+
+
+def test_same_seed_same_params():
+    a, b = _fit(), _fit()
+    for agent in a.best_params_:
+        np.testing.assert_array_equal(a.best_params_[agent], b.best_params_[agent])
+
+
+def test_end_to_end_loan_tiny():
+    t0 = time.perf_counter()
+    cem = _fit()
+    assert time.perf_counter() - t0 < 10
+    assert len(cem.history_) == 3 and {"mean_J", "elite_J", "mean_penalty"} <= set(cem.history_[0])
+    env = loan_mafe_v0.parallel_env(max_cycles=10)
+    gap = np.mean(
+        [run_episode(env, cem.policies(), seed=1000 + s).fairness["dp_gap"].mean() for s in range(3)]
+    )
+    # the initial search distribution's policies (iteration 0 population) vs the beta=5 solution
+    assert gap <= cem.history_[0]["mean_penalty"]
+    obs, _ = env.reset(seed=0)
+    assert env.action_space("bank_0").contains(cem.policy("bank_0")(obs["bank_0"], "bank_0"))
+
+
+def test_mlp_per_agent_and_scripted_others():
+    cem = FMACEM(
+        lambda: loan_mafe_v0.parallel_env(max_cycles=5, group_thresholds=True),
+        policy="mlp",
+        objective="per_agent",
+        agents=["bank_0", "bank_1"],
+        others={"regulator_0": FixedIntervention(1)},
+        population=4,
+        iterations=2,
+        episodes=1,
+    ).fit()
+    assert sorted(cem.best_params_) == ["bank_0", "bank_1"]
+    with pytest.raises(KeyError, match="no learned policy for 'regulator_0'"):
+        cem.policy("regulator_0")
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"elite_frac": 0.0}, "`elite_frac` must be in \\(0, 1\\], got 0.0"),
+        ({"elite_frac": 1.5}, "`elite_frac` must be in \\(0, 1\\], got 1.5"),
+        ({"population": 1}, "`population` must be an int >= 2, got 1"),
+        ({"policy": "transformer"}, "unknown `policy` 'transformer'"),
+        ({"objective": "selfish"}, "unknown `objective` 'selfish'"),
+        ({"penalty_keys": ("gap_x",)}, "unknown fairness key 'gap_x'; valid: .*'dp_gap'"),
+        ({"agents": ["bank_9"]}, "`agents` \\['bank_9'\\]"),
+        ({"agents": ["bank_0"]}, "neither learned"),
+    ],
+)
+def test_bad_inputs(kw, match):
+    with pytest.raises(ValueError, match=match):
+        FMACEM(lambda: loan_mafe_v0.parallel_env(max_cycles=3), **kw)
+
+
+def test_cem_optimize_bad_inputs():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="`population` must be an int >= 2"):
+        cem_optimize(lambda c, i: c.sum(1), 2, population=1, rng=rng)
+    with pytest.raises(ValueError, match="`elite_frac`"):
+        cem_optimize(lambda c, i: c.sum(1), 2, elite_frac=0, rng=rng)
