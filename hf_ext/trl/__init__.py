@@ -1,0 +1,22 @@
+"""TRL host components (``DPOTrainer``/``DPOConfig`` subclasses); names resolve lazily from the registry.
+
+``from hf_ext.trl import CAMPTrainer`` imports trl on first use; ``import hf_ext.trl`` imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    from hf_ext import lazy_attribute
+
+    return lazy_attribute(__name__, name, globals())
+
+
+def __dir__() -> list[str]:
+    from hf_ext import _public_names
+
+    return sorted({*globals(), *_public_names(__name__)})

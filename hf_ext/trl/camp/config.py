@@ -1,0 +1,138 @@
+"""``CAMPConfig``: trl's ``DPOConfig`` plus the CAMP fields (all defaults [reconstructed])."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from trl import DPOConfig
+
+from hf_ext._registry import paper
+
+MODES = ("margin", "weight", "off")
+RULES = ("sign", "soft")
+
+
+@dataclass
+class CAMPConfig(DPOConfig):
+    r"""Configuration of :class:`hf_ext.trl.camp.trainer.CAMPTrainer`.
+
+    Everything from ``trl.DPOConfig`` applies; CAMP needs the plain DPO sigmoid loss, so ``loss_type`` must stay
+    ``["sigmoid"]`` with ``f_divergence_type="reverse_kl"``, ``use_weighting=False``, ``label_smoothing=0`` and
+    ``loss_weights`` unset or ``[1.0]``. The loss form and every default below are a **reconstruction** from the
+    paper's abstract.
+
+    Args:
+        camp_mode (`str`, *optional*, defaults to `"margin"`):
+            `"margin"`: `-log sigmoid(beta * delta - m_i)` with the adaptive margin `m_i`; `"weight"`: conflict
+            pairs weighted by `camp_conflict_weight`; `"off"`: plain DPO through trl's own loss code (our addition,
+            for A/B runs and parity checks).
+        camp_gamma (`float`, *optional*, defaults to `1.0`):
+            Margin scale, in logit units of `beta * delta`: `m = 1` at `beta = 0.1` asks for a 10-nat log-ratio
+            gap, so keep it small for long completions. `0` gives DPO exactly.
+        camp_weights (`list[float]`, *optional*, defaults to `[0.5, 0.5]`):
+            `(w_T, w_H)` of the conflict-pair trade-off margin `w_T * t + w_H * h`.
+        conflict_rule (`str`, *optional*, defaults to `"sign"`):
+            `"sign"`: `c = 1[t * h < 0]`; `"soft"`: `c = sigmoid(-camp_kappa * t * h)`.
+        camp_kappa (`float`, *optional*, defaults to `10.0`):
+            Sharpness of the soft rule.
+        camp_conflict_weight (`float`, *optional*, defaults to `0.5`):
+            Loss weight `omega` of conflict pairs in weight mode; `1` gives DPO.
+        truth_margin_key (`str`, *optional*, defaults to `"truth_margin"`):
+            Dataset column of the normalised truthfulness gap `t` in [-1, 1].
+        help_margin_key (`str`, *optional*, defaults to `"help_margin"`):
+            Dataset column of the normalised helpfulness gap `h` in [-1, 1].
+        conflict_key (`str`, *optional*):
+            Dataset column of a precomputed conflict `c` in [0, 1] (e.g. a knowledge-boundary probe); it
+            replaces the rule.
+
+    Example:
+        >>> cfg = CAMPConfig(output_dir="out", camp_gamma=0.5, report_to=[], use_cpu=True)
+        >>> cfg.loss_type, cfg.camp_mode
+        (['sigmoid'], 'margin')
+    """
+
+    _paper = paper("camp")
+
+    camp_mode: str = field(
+        default="margin",
+        metadata={
+            "help": "CAMP form: 'margin' (adaptive margin), 'weight' (conflict down-weighting) or 'off'."
+        },
+    )
+    camp_gamma: float = field(
+        default=1.0, metadata={"help": "Margin scale in logit units (units of beta * delta); 0 gives DPO."}
+    )
+    camp_weights: list[float] = field(
+        default_factory=lambda: [0.5, 0.5],
+        metadata={"help": "(w_T, w_H): weights of the truth and help gaps in the conflict-pair margin."},
+    )
+    conflict_rule: str = field(
+        default="sign", metadata={"help": "Conflict rule: 'sign' (t*h < 0) or 'soft' (sigmoid(-kappa*t*h))."}
+    )
+    camp_kappa: float = field(default=10.0, metadata={"help": "Sharpness of the soft conflict rule."})
+    camp_conflict_weight: float = field(
+        default=0.5, metadata={"help": "Loss weight of conflict pairs in weight mode; 1 gives DPO."}
+    )
+    truth_margin_key: str = field(
+        default="truth_margin", metadata={"help": "Column of the normalised truthfulness gap t in [-1, 1]."}
+    )
+    help_margin_key: str = field(
+        default="help_margin", metadata={"help": "Column of the normalised helpfulness gap h in [-1, 1]."}
+    )
+    conflict_key: str | None = field(
+        default=None, metadata={"help": "Optional column of a precomputed conflict c in [0, 1]."}
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.loss_type != ["sigmoid"]:
+            sorting = {"aot", "aot_unpaired"} & set(self.loss_type)
+            why = (
+                f" {sorted(sorting)} sort the batch, which would misalign per-pair margins."
+                if sorting
+                else ""
+            )
+            raise ValueError(
+                f"`loss_type` must be ['sigmoid'] for CAMP, got {self.loss_type!r}.{why} Use `camp_mode` to pick "
+                "the CAMP form."
+            )
+        if self.loss_weights not in (None, [1.0]):
+            raise ValueError(f"`loss_weights` must be unset or [1.0] for CAMP, got {self.loss_weights!r}.")
+        if self.f_divergence_type != "reverse_kl":
+            raise ValueError(
+                f"`f_divergence_type` must be 'reverse_kl' for CAMP (the margin is in DPO log-ratio units), "
+                f"got {self.f_divergence_type!r}."
+            )
+        if self.use_weighting:
+            raise ValueError(
+                "`use_weighting` must be False for CAMP: WPO weights would rescale the per-pair margins."
+            )
+        if self.label_smoothing != 0:
+            raise ValueError(
+                f"`label_smoothing` must be 0 for CAMP (trl's sigmoid loss ignores it), got {self.label_smoothing!r}."
+            )
+        if self.camp_mode not in MODES:
+            raise ValueError(f"`camp_mode` must be one of {MODES}, got {self.camp_mode!r}.")
+        if self.conflict_rule not in RULES:
+            raise ValueError(f"`conflict_rule` must be one of {RULES}, got {self.conflict_rule!r}.")
+        weights = list(self.camp_weights) if isinstance(self.camp_weights, list | tuple) else None
+        if (
+            weights is None
+            or len(weights) != 2
+            or not all(isinstance(w, int | float) and math.isfinite(w) and w >= 0 for w in weights)
+        ):
+            raise ValueError(
+                f"`camp_weights` must be two finite non-negative numbers (w_T, w_H), got {self.camp_weights!r}."
+            )
+        self.camp_weights = [float(w) for w in weights]
+        for name in ("camp_gamma", "camp_conflict_weight"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"`{name}` must be a finite number >= 0, got {value!r}.")
+        if not (
+            isinstance(self.camp_kappa, int | float)
+            and math.isfinite(self.camp_kappa)
+            and self.camp_kappa > 0
+        ):
+            raise ValueError(f"`camp_kappa` must be a finite number > 0, got {self.camp_kappa!r}.")
