@@ -1,0 +1,39 @@
+from hf_ext._registry import MethodInfo
+
+METHOD = MethodInfo(
+    id="vegas",
+    name="Vegas",
+    title="Vegas: Self-Speculative Decoding with Verification-Guided Sparse Attention",
+    venue="ICML 2026",
+    arxiv="2602.07223",
+    host="transformers generate(custom_generate=...) + registered attention function",
+    extras=("transformers",),
+    public={
+        "VegasConfig": "hf_ext.generation.vegas.config",
+        "vegas_generate": "hf_ext.generation.vegas.generate",
+        "VegasStats": "hf_ext.generation.vegas.generate",
+        "VegasGenerateOutput": "hf_ext.generation.vegas.generate",
+    },
+    bench="hf_ext.generation.vegas.bench:run",
+    tour="hf_ext.generation.vegas.bench:tour",
+    citation=(
+        "@inproceedings{yue2026vegas,\n"
+        "  title = {Vegas: Self-Speculative Decoding with Verification-Guided Sparse Attention},\n"
+        "  author = {Yue and Xue and Huang},\n"
+        "  booktitle = {International Conference on Machine Learning (ICML)},\n"
+        "  year = {2026},\n"
+        "  eprint = {2602.07223},\n"
+        "  archivePrefix = {arXiv}\n"
+        "}"
+    ),
+    reconstructed=(
+        "sliding-window layers drafted densely over their window (the paper's model has none)",
+        "draft KV rollback with cache.crop instead of vLLM slot overwrite",
+        "StreamingLLM window token-aligned instead of vLLM block-aligned",
+        "Quest baseline (project baseline from the Quest paper, not in the Vegas code)",
+        "compact draft buffer gathered once per verify (issue requirement; vLLM uses a page table)",
+        "batch > 1 not implemented (raises NotImplementedError)",
+    ),
+    note="Lossless: greedy output equals generate(do_sample=False); sampling uses the speculative rejection rule.",
+    spec="vegas.md",
+)

@@ -1,0 +1,5 @@
+"""Vegas (arXiv 2602.07223): self-speculative decoding whose draft reads a KV subset chosen by the verify pass.
+
+Modules: ``config`` (``VegasConfig``), ``core`` (budget, scores, selectors), ``attention`` (the registered
+``"hf_ext_vegas"`` attention and its state), ``generate`` (``vegas_generate``), ``bench`` (``hf-ext bench vegas``).
+"""

@@ -1,0 +1,69 @@
+"""``VegasConfig``: the knobs of Vegas self-speculative decoding, validated on construction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hf_ext._registry import paper
+
+SELECTORS = ("vegas", "streamingllm", "quest", "full")
+SCORE_MODES = ("weight", "logit")
+
+
+@dataclass
+class VegasConfig:
+    """Settings of :func:`hf_ext.generation.vegas_generate`.
+
+    Defaults follow the public reference run (gamma 6, ratio 0.07); the reference code's class default ratio
+    is 0.05.
+
+    Args:
+        num_draft_tokens (`int`, *optional*, defaults to 6): Draft tokens gamma per iteration.
+        sparse_ratio (`float`, *optional*, defaults to 0.07): Budget ratio rho in ``(0, 1]``; per global layer the
+            draft reads ``k = min(clamp(ceil(seqlen * rho), min_tokens, M), valid_len)`` selected entries plus the
+            recent tail, with ``M = max(ceil(max_length * rho), min_tokens)``.
+        min_tokens (`int`, *optional*, defaults to 256): Budget floor m.
+        score_mode (`str`, *optional*, defaults to ``"weight"``): ``"weight"`` (softmax probability per score row)
+            or ``"logit"`` (scaled logit), pooled by a mean over heads and rows.
+        selector (`str`, *optional*, defaults to ``"vegas"``): ``"vegas"`` (verify scores), ``"streamingllm"``
+            (sink + window), ``"quest"`` (per-draft-step page top-k) or ``"full"`` (oracle, whole cache).
+        sink_tokens (`int`, *optional*, defaults to 16): StreamingLLM sink block (vLLM's block size).
+        page_size (`int`, *optional*, defaults to 16): Quest page size and StreamingLLM window granularity.
+        quest_dense_layers (`int`, *optional*, defaults to 0): Quest only: the first global layers drafted
+            densely (the Quest paper uses 2; 0 keeps budgets equal).
+        backend (`str`, *optional*, defaults to ``"auto"``): Kernel backend for ``hf_ext.kernels``.
+
+    Example:
+        >>> VegasConfig(num_draft_tokens=4, sparse_ratio=0.1).selector
+        'vegas'
+    """
+
+    _paper = paper("vegas")
+
+    num_draft_tokens: int = field(default=6, metadata={"help": "Draft tokens per iteration (gamma)."})
+    sparse_ratio: float = field(default=0.07, metadata={"help": "Per-layer KV budget ratio rho in (0, 1]."})
+    min_tokens: int = field(default=256, metadata={"help": "Budget floor m (entries)."})
+    score_mode: str = field(default="weight", metadata={"help": "'weight' or 'logit'."})
+    selector: str = field(default="vegas", metadata={"help": "'vegas', 'streamingllm', 'quest' or 'full'."})
+    sink_tokens: int = field(default=16, metadata={"help": "StreamingLLM sink tokens."})
+    page_size: int = field(default=16, metadata={"help": "Quest page size / window granularity."})
+    quest_dense_layers: int = field(
+        default=0, metadata={"help": "Quest: leading global layers drafted densely."}
+    )
+    backend: str = field(default="auto", metadata={"help": "Kernel backend: 'auto', 'torch' or 'triton'."})
+
+    def __post_init__(self) -> None:
+        for name, low in (("num_draft_tokens", 1), ("min_tokens", 1), ("sink_tokens", 0), ("page_size", 1),
+                          ("quest_dense_layers", 0)):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"`{name}` must be an int >= {low}, got {value!r}.")
+        r = self.sparse_ratio
+        if isinstance(r, bool) or not isinstance(r, int | float) or not 0 < r <= 1:
+            raise ValueError(f"`sparse_ratio` must be a float in (0, 1], got {r!r}. E.g. sparse_ratio=0.07.")
+        if self.score_mode not in SCORE_MODES:
+            raise ValueError(f"`score_mode` must be one of {SCORE_MODES}, got {self.score_mode!r}.")
+        if self.selector not in SELECTORS:
+            raise ValueError(f"`selector` must be one of {SELECTORS}, got {self.selector!r}.")
+        if self.backend not in ("auto", "torch", "triton"):
+            raise ValueError(f"`backend` must be one of ('auto', 'torch', 'triton'), got {self.backend!r}.")

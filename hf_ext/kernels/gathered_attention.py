@@ -1,0 +1,317 @@
+"""K1: decode attention over a gathered subset of a KV cache, plus the compact-buffer gather (Vegas drafts).
+
+Shapes (``B`` batch, ``H_q``/``H_kv`` query/KV heads, ``N`` cache length, ``D`` head size):
+
+* ``gather_kv(k, v, idx, capacity)``: ``k``, ``v`` ``[B, H_kv, N, D]``, ``idx`` ``[B, n]`` -> ``(k_c, v_c)``
+  ``[B, H_kv, capacity, D]`` whose first ``n`` rows are ``k[:, :, idx]`` (the rest is uninitialised room for a
+  draft tail). Vegas calls it once per verify.
+* ``gathered_decode_attention(q, k, v, idx, scale=, length=)``: ``q`` ``[B, H_q, 1, D]``; ``idx`` ``[B, n]``
+  (shared by the heads), ``[B, H_kv, n]`` (per KV head, Quest) or ``None`` (compact mode: attend to the first
+  ``length`` rows of ``k``/``v``). Returns ``out`` ``[B, H_q, 1, D]`` (dtype of ``q``) and ``lse`` ``[B, H_q]``
+  (fp32): ``out = softmax(scale * q k[idx]^T) v[idx]`` and ``lse = logsumexp(scale * q k[idx]^T)``.
+
+The Triton kernels are built by a cached factory on first use (never at import) so that ``TRITON_INTERPRET=1``
+is read at that moment. One program per (batch, KV head) serves its ``H_q / H_kv`` query rows, loops over the
+indices in chunks of ``BLOCK_N`` and keeps an fp32 online softmax. Split-K (flash-decoding) is not implemented.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from hf_ext.kernels._dispatch import resolve_backend
+
+BLOCK_N = 64
+
+
+def _check_float(**tensors: torch.Tensor) -> None:
+    for name, t in tensors.items():
+        if not t.is_floating_point():
+            raise TypeError(f"`{name}` must be a floating-point tensor, got dtype {t.dtype}.")
+
+
+def _check_kv(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor) -> None:
+    if k.dim() != 4 or v.shape != k.shape:
+        raise ValueError(
+            f"`k` and `v` must both be [B, H_kv, N, D], got {tuple(k.shape)} and {tuple(v.shape)}."
+        )
+    if q is None:
+        return
+    if q.dim() != 4 or q.shape[2] != 1:
+        raise ValueError(f"`q` must be [B, H_q, 1, D], got {tuple(q.shape)}.")
+    if q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"`q` {tuple(q.shape)} and `k` {tuple(k.shape)} must agree on batch (dim 0) and head size (dim 3)."
+        )
+    if q.shape[1] % k.shape[1]:
+        raise ValueError(f"H_q={q.shape[1]} (from `q`) must be a multiple of H_kv={k.shape[1]} (from `k`).")
+
+
+def _check_idx(idx: torch.Tensor, k: torch.Tensor, *, per_head_ok: bool) -> None:
+    if idx.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"`idx` must be an int32 or int64 tensor, got dtype {idx.dtype}.")
+    dims = (2, 3) if per_head_ok else (2,)
+    if idx.dim() not in dims or idx.shape[0] != k.shape[0] or (idx.dim() == 3 and idx.shape[1] != k.shape[1]):
+        want = "[B, n] or [B, H_kv, n]" if per_head_ok else "[B, n]"
+        raise ValueError(f"`idx` must be {want} matching `k` {tuple(k.shape)}, got {tuple(idx.shape)}.")
+    if idx.shape[-1] == 0:
+        raise ValueError("`idx` is empty; it must select at least one cache position.")
+    lo, hi = int(idx.min()), int(idx.max())
+    if lo < 0 or hi >= k.shape[2]:
+        raise ValueError(
+            f"`idx` values must lie in [0, {k.shape[2]}) (the cache length), got range [{lo}, {hi}]."
+        )
+    s = idx.sort(dim=-1).values
+    if bool((s[..., 1:] == s[..., :-1]).any()):
+        raise ValueError(
+            "`idx` holds duplicated positions; each cache position may be selected once per row."
+        )
+
+
+def _check_triton_shape(d: int) -> None:
+    if d & (d - 1):
+        raise ValueError(
+            f"head size D={d} must be a power of two on the Triton backend; pass backend='torch'."
+        )
+
+
+# ----------------------------------------------------------------------------------------------- gather_kv
+def _reference_gather_kv(
+    k: torch.Tensor, v: torch.Tensor, idx: torch.Tensor, capacity: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    b, h, _, d = k.shape
+    n = idx.shape[-1]
+    k_c = k.new_empty(b, h, capacity, d)
+    v_c = v.new_empty(b, h, capacity, d)
+    if b == 1:
+        k_c[:, :, :n] = k.index_select(2, idx[0])
+        v_c[:, :, :n] = v.index_select(2, idx[0])
+    else:
+        gi = idx[:, None, :, None].expand(b, h, n, d)
+        k_c[:, :, :n] = k.gather(2, gi)
+        v_c[:, :, :n] = v.gather(2, gi)
+    return k_c, v_c
+
+
+@functools.cache
+def _triton_gather_kernel() -> Any:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def kernel(
+        K, V, IDX, KO, VO, n, H, skb, skh, skn, sib, sob, soh, son, D: tl.constexpr, BLOCK: tl.constexpr
+    ):
+        pid_bh = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        b = pid_bh // H
+        h = pid_bh % H
+        offs = pid_n * BLOCK + tl.arange(0, BLOCK)
+        nm = offs < n
+        d = tl.arange(0, D)
+        rows = tl.load(IDX + b * sib + offs, mask=nm, other=0)
+        src = b * skb + h * skh + rows[:, None] * skn + d[None, :]
+        dst = b * sob + h * soh + offs[:, None] * son + d[None, :]
+        tl.store(KO + dst, tl.load(K + src, mask=nm[:, None]), mask=nm[:, None])
+        tl.store(VO + dst, tl.load(V + src, mask=nm[:, None]), mask=nm[:, None])
+
+    return kernel
+
+
+def _triton_gather_kv(
+    k: torch.Tensor, v: torch.Tensor, idx: torch.Tensor, capacity: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    import triton
+
+    k, v, idx = k.contiguous(), v.contiguous(), idx.contiguous()
+    b, h, _, d = k.shape
+    n = idx.shape[-1]
+    k_c = k.new_empty(b, h, capacity, d)
+    v_c = v.new_empty(b, h, capacity, d)
+    grid = (b * h, triton.cdiv(n, BLOCK_N))
+    _triton_gather_kernel()[grid](
+        k, v, idx, k_c, v_c, n, h, k.stride(0), k.stride(1), k.stride(2), idx.stride(0),
+        k_c.stride(0), k_c.stride(1), k_c.stride(2), D=d, BLOCK=BLOCK_N,
+    )  # fmt: skip
+    return k_c, v_c
+
+
+def gather_kv(
+    k: torch.Tensor, v: torch.Tensor, idx: torch.Tensor, capacity: int | None = None, *, backend: str = "auto"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Copy the cache rows ``idx`` into a contiguous buffer with room for ``capacity`` rows.
+
+    Args:
+        k: Keys ``[B, H_kv, N, D]``.
+        v: Values ``[B, H_kv, N, D]``.
+        idx: Positions ``[B, n]`` (int32/int64, unique, in ``[0, N)``), shared by all heads.
+        capacity: Rows of the returned buffers (``>= n``); defaults to ``n``.
+        backend: ``"auto"``, ``"torch"`` or ``"triton"``.
+
+    Returns:
+        ``(k_c, v_c)``, each ``[B, H_kv, capacity, D]``; rows ``[0, n)`` hold the gathered entries.
+
+    Example:
+        >>> k = torch.arange(8.0).view(1, 1, 4, 2); v = -k
+        >>> k_c, v_c = gather_kv(k, v, torch.tensor([[1, 3]]), capacity=3)
+        >>> k_c[0, 0, :2].tolist()
+        [[2.0, 3.0], [6.0, 7.0]]
+    """
+    _check_float(k=k, v=v)
+    _check_kv(None, k, v)
+    _check_idx(idx, k, per_head_ok=False)
+    n = idx.shape[-1]
+    capacity = n if capacity is None else capacity
+    if capacity < n:
+        raise ValueError(f"`capacity` must be >= the number of indices ({n}), got {capacity}.")
+    if resolve_backend(backend, k, v, idx) == "triton":
+        _check_triton_shape(k.shape[-1])
+        return _triton_gather_kv(k, v, idx, capacity)
+    return _reference_gather_kv(k, v, idx, capacity)
+
+
+# ------------------------------------------------------------------------------ gathered_decode_attention
+def _reference_gathered_decode_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, idx: torch.Tensor | None, scale: float, length: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    b, h_q, _, d = q.shape
+    h_kv = k.shape[1]
+    g = h_q // h_kv
+    if idx is None:
+        ks, vs = k[:, :, :length], v[:, :, :length]
+    elif idx.dim() == 2:
+        ks, vs = _reference_gather_kv(k, v, idx, idx.shape[-1])
+    else:
+        gi = idx[..., None].expand(*idx.shape, d)
+        ks, vs = k.gather(2, gi), v.gather(2, gi)
+    qg = q.float().view(b, h_kv, g, d)
+    logits = torch.matmul(qg, ks.float().transpose(-1, -2)) * scale  # [B, H_kv, G, n]
+    lse = torch.logsumexp(logits, dim=-1)
+    out = torch.matmul(torch.exp(logits - lse[..., None]), vs.float())  # [B, H_kv, G, D]
+    return out.reshape(b, h_q, 1, d).to(q.dtype), lse.reshape(b, h_q)
+
+
+@functools.cache
+def _triton_decode_kernel() -> Any:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def kernel(
+        Q, K, V, IDX, OUT, LSE, n, scale,
+        sqb, sqh, skb, skh, skn, sib, sih, sob, soh, slb,
+        G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr, HAS_IDX: tl.constexpr,
+    ):  # fmt: skip
+        b = tl.program_id(0)
+        hk = tl.program_id(1)
+        g = tl.arange(0, GP)
+        d = tl.arange(0, D)
+        gm = g < G
+        qh = hk * G + g
+        q = tl.load(Q + b * sqb + qh[:, None] * sqh + d[None, :], mask=gm[:, None], other=0.0).to(tl.float32)
+        m = tl.full([GP], float("-inf"), tl.float32)
+        lsum = tl.zeros([GP], tl.float32)
+        acc = tl.zeros([GP, D], tl.float32)
+        for start in range(0, n, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            nm = offs < n
+            if HAS_IDX:
+                rows = tl.load(IDX + b * sib + hk * sih + offs, mask=nm, other=0)
+            else:
+                rows = offs
+            base = b * skb + hk * skh + rows[:, None] * skn + d[None, :]
+            kk = tl.load(K + base, mask=nm[:, None], other=0.0).to(tl.float32)
+            vv = tl.load(V + base, mask=nm[:, None], other=0.0).to(tl.float32)
+            s = tl.sum(q[:, None, :] * kk[None, :, :], axis=2) * scale
+            s = tl.where(nm[None, :], s, float("-inf"))
+            m_new = tl.maximum(m, tl.max(s, axis=1))
+            alpha = tl.exp(m - m_new)
+            p = tl.exp(s - m_new[:, None])
+            acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * vv[None, :, :], axis=1)
+            lsum = lsum * alpha + tl.sum(p, axis=1)
+            m = m_new
+        out = acc / lsum[:, None]
+        tl.store(
+            OUT + b * sob + qh[:, None] * soh + d[None, :], out.to(OUT.dtype.element_ty), mask=gm[:, None]
+        )
+        tl.store(LSE + b * slb + qh, m + tl.log(lsum), mask=gm)
+
+    return kernel
+
+
+def _triton_gathered_decode_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, idx: torch.Tensor | None, scale: float, length: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    import triton
+
+    b, h_q, _, d = q.shape
+    h_kv = k.shape[1]
+    g = h_q // h_kv
+    q = q.contiguous()
+    if k.stride(-1) != 1 or v.stride(-1) != 1 or k.stride() != v.stride():
+        k, v = k.contiguous(), v.contiguous()
+    out = torch.empty_like(q)
+    lse = torch.empty(b, h_q, dtype=torch.float32, device=q.device)
+    if idx is None:
+        idx_t, sib, sih, n = q.new_zeros(1, dtype=torch.int32), 0, 0, length
+    else:
+        idx_t = idx.contiguous()
+        n = idx_t.shape[-1]
+        sib, sih = idx_t.stride(0), (idx_t.stride(1) if idx_t.dim() == 3 else 0)
+    _triton_decode_kernel()[(b, h_kv)](
+        q, k, v, idx_t, out, lse, n, float(scale),
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), sib, sih,
+        out.stride(0), out.stride(1), lse.stride(0),
+        G=g, GP=triton.next_power_of_2(g), D=d, BLOCK=BLOCK_N, HAS_IDX=idx is not None,
+    )  # fmt: skip
+    return out, lse
+
+
+def gathered_decode_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    idx: torch.Tensor | None = None,
+    *,
+    scale: float,
+    length: int | None = None,
+    backend: str = "auto",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One-query attention over the cache rows ``idx`` (or the first ``length`` rows in compact mode).
+
+    Args:
+        q: Query ``[B, H_q, 1, D]``.
+        k: Keys ``[B, H_kv, N, D]`` (last dimension contiguous).
+        v: Values ``[B, H_kv, N, D]``.
+        idx: ``[B, n]`` shared by all heads, ``[B, H_kv, n]`` per KV head, or ``None`` (compact mode).
+        scale: Softmax scale (e.g. ``module.scaling``).
+        length: Compact mode only: rows ``[0, length)`` are attended; defaults to ``N``.
+        backend: ``"auto"``, ``"torch"`` or ``"triton"``.
+
+    Returns:
+        ``(out [B, H_q, 1, D], lse [B, H_q] fp32)``.
+
+    Example:
+        >>> q = torch.tensor([1.0, 0.0]).view(1, 1, 1, 2)
+        >>> k = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 0.0]]).view(1, 1, 3, 2)
+        >>> v = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]).view(1, 1, 3, 2)
+        >>> out, lse = gathered_decode_attention(q, k, v, torch.tensor([[0, 2]]), scale=1.0)
+        >>> [round(x, 5) for x in out.flatten().tolist()], round(lse.item(), 5)
+        ([0.26894, 0.0], 2.31326)
+    """
+    _check_float(q=q, k=k, v=v)
+    _check_kv(q, k, v)
+    if idx is not None:
+        _check_idx(idx, k, per_head_ok=True)
+        length = idx.shape[-1]
+    else:
+        length = k.shape[2] if length is None else length
+        if not 1 <= length <= k.shape[2]:
+            raise ValueError(f"`length` must be in [1, {k.shape[2]}] (rows of `k`), got {length}.")
+    if resolve_backend(backend, q, k, v) == "triton":
+        _check_triton_shape(q.shape[-1])
+        return _triton_gathered_decode_attention(q, k, v, idx, scale, length)
+    return _reference_gathered_decode_attention(q, k, v, idx, scale, length)

@@ -1,0 +1,273 @@
+"""K2 ``verify_importance`` and K3 ``masked_topk``: Vegas's selection from the verify pass's own scores.
+
+* ``verify_importance(q_rows, k, valid_len, scale, mode)``: ``q_rows`` ``[B, H_q, R, D]`` (``R`` in {1, 2}),
+  ``k`` ``[B, H_kv, N, D]`` -> ``imp`` ``[B, valid_len]`` (fp32). Row 0 sees keys ``[0, valid_len)``, row ``R-1``
+  sees ``[0, N)``. ``mode="weight"``: ``exp(scale q.k - lse_row)`` (the row's softmax probability, lse over its
+  visible range); ``mode="logit"``: ``scale q.k``. The result is the mean over all ``H_q`` heads and ``R`` rows,
+  restricted to ``[0, valid_len)`` [paper semantics: the two score rows plus ``varlen_reduce``].
+* ``masked_topk(imp, k)``: ``imp`` ``[B, L]`` -> ascending indices ``[B, min(k, L)]`` of the largest scores
+  [paper semantics: ``varlen_topk``].
+
+Triton: K2 runs two passes (per-row LSE, then one program per key chunk looping over heads and rows, no
+atomics). K3 is a radix select on the order-preserving int32 image of the fp32 scores with radix 2 (32
+compare-and-``tl.sum`` passes find the k-th largest value; the spec suggests 4 passes of 8-bit digits, an
+equivalent amount of counting), then one compaction pass writing indices above the threshold plus the
+lowest-index ties, in ascending order, via ``tl.cumsum``. Kernels are built lazily on first use.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from hf_ext.kernels._dispatch import resolve_backend
+
+MODES = ("weight", "logit")
+BLOCK_N = 64
+TOPK_BLOCK = 256
+
+
+def _check_importance_args(q_rows: torch.Tensor, k: torch.Tensor, valid_len: int, mode: str) -> None:
+    for name, t in (("q_rows", q_rows), ("k", k)):
+        if not t.is_floating_point():
+            raise TypeError(f"`{name}` must be a floating-point tensor, got dtype {t.dtype}.")
+    if mode not in MODES:
+        raise ValueError(f"`mode` must be one of {MODES}, got {mode!r}.")
+    if q_rows.dim() != 4 or q_rows.shape[2] not in (1, 2):
+        raise ValueError(f"`q_rows` must be [B, H_q, R, D] with R in (1, 2), got {tuple(q_rows.shape)}.")
+    if k.dim() != 4 or k.shape[0] != q_rows.shape[0] or k.shape[-1] != q_rows.shape[-1]:
+        raise ValueError(
+            f"`k` must be [B, H_kv, N, D] matching `q_rows` {tuple(q_rows.shape)}, got {tuple(k.shape)}."
+        )
+    if q_rows.shape[1] % k.shape[1]:
+        raise ValueError(f"H_q={q_rows.shape[1]} (from `q_rows`) must be a multiple of H_kv={k.shape[1]}.")
+    if not 1 <= valid_len <= k.shape[2]:
+        raise ValueError(f"`valid_len` must be in [1, {k.shape[2]}] (cache length), got {valid_len}.")
+
+
+def _row_limits(r: int, valid_len: int, n: int) -> list[int]:
+    return [valid_len] + [n] * (r - 1)
+
+
+def _reference_verify_importance(
+    q_rows: torch.Tensor, k: torch.Tensor, valid_len: int, scale: float, mode: str
+) -> torch.Tensor:
+    b, h_q, r, d = q_rows.shape
+    h_kv, n = k.shape[1], k.shape[2]
+    g = h_q // h_kv
+    logits = torch.matmul(q_rows.float().view(b, h_kv, g * r, d), k.float().transpose(-1, -2)) * scale
+    logits = logits.view(b, h_q, r, n)
+    if mode == "weight":  # each row's lse over its own visible range, then its weights on [0, valid_len)
+        lse = torch.stack([torch.logsumexp(logits[:, :, i, :lim], dim=-1) for i, lim in
+                           enumerate(_row_limits(r, valid_len, n))], dim=-1)  # fmt: skip
+        return torch.exp(logits[..., :valid_len] - lse[..., None]).mean(dim=(1, 2))
+    return logits[..., :valid_len].mean(dim=(1, 2))
+
+
+@functools.cache
+def _triton_importance_kernels() -> tuple[Any, Any]:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def lse_kernel(Q, K, LSE, n, valid_len, scale, sqb, sqh, sqr, skb, skh, skn,
+                   H: tl.constexpr, R: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+        b = tl.program_id(0)
+        hr = tl.program_id(1)
+        h = hr // R
+        r = hr % R
+        limit = tl.where(r == 0, valid_len, n)
+        d = tl.arange(0, D)
+        q = tl.load(Q + b * sqb + h * sqh + r * sqr + d).to(tl.float32)
+        m = tl.full([], float("-inf"), tl.float32)
+        s_sum = tl.zeros([], tl.float32)
+        for start in range(0, n, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            ok = offs < limit
+            kk = tl.load(
+                K + b * skb + (h // G) * skh + offs[:, None] * skn + d[None, :], mask=ok[:, None], other=0.0
+            )
+            s = tl.where(ok, tl.sum(kk.to(tl.float32) * q[None, :], axis=1) * scale, float("-inf"))
+            m_new = tl.maximum(m, tl.max(s, axis=0))
+            s_sum = s_sum * tl.exp(m - m_new) + tl.sum(tl.exp(s - m_new), axis=0)
+            m = m_new
+        tl.store(LSE + (b * H + h) * R + r, m + tl.log(s_sum))
+
+    @triton.jit
+    def reduce_kernel(Q, K, LSE, OUT, valid_len, scale, sqb, sqh, sqr, skb, skh, skn, sob,
+                      H: tl.constexpr, R: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr,
+                      WEIGHT: tl.constexpr):  # fmt: skip
+        b = tl.program_id(0)
+        offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        ok = offs < valid_len
+        d = tl.arange(0, D)
+        acc = tl.zeros([BLOCK], tl.float32)
+        for hk in range(H // G):
+            kk = tl.load(
+                K + b * skb + hk * skh + offs[:, None] * skn + d[None, :], mask=ok[:, None], other=0.0
+            )
+            kk = kk.to(tl.float32)
+            for gr in range(G * R):
+                h = hk * G + gr // R
+                r = gr % R
+                q = tl.load(Q + b * sqb + h * sqh + r * sqr + d).to(tl.float32)
+                s = tl.sum(kk * q[None, :], axis=1) * scale
+                if WEIGHT:
+                    s = tl.exp(s - tl.load(LSE + (b * H + h) * R + r))
+                acc += s
+        tl.store(OUT + b * sob + offs, acc / (H * R), mask=ok)
+
+    return lse_kernel, reduce_kernel
+
+
+def _triton_verify_importance(
+    q_rows: torch.Tensor, k: torch.Tensor, valid_len: int, scale: float, mode: str
+) -> torch.Tensor:
+    import triton
+
+    b, h_q, r, d = q_rows.shape
+    h_kv, n = k.shape[1], k.shape[2]
+    q_rows = q_rows.contiguous()
+    if k.stride(-1) != 1:
+        k = k.contiguous()
+    lse_kernel, reduce_kernel = _triton_importance_kernels()
+    lse = torch.zeros(b, h_q, r, dtype=torch.float32, device=k.device)
+    common = dict(H=h_q, R=r, G=h_q // h_kv, D=d, BLOCK=BLOCK_N)
+    strides = (q_rows.stride(0), q_rows.stride(1), q_rows.stride(2), k.stride(0), k.stride(1), k.stride(2))
+    if mode == "weight":
+        lse_kernel[(b, h_q * r)](q_rows, k, lse, n, valid_len, float(scale), *strides, **common)
+    out = torch.empty(b, valid_len, dtype=torch.float32, device=k.device)
+    grid = (b, triton.cdiv(valid_len, BLOCK_N))
+    reduce_kernel[grid](q_rows, k, lse, out, valid_len, float(scale), *strides, out.stride(0), WEIGHT=mode == "weight",
+                        **common)  # fmt: skip
+    return out
+
+
+def verify_importance(
+    q_rows: torch.Tensor,
+    k: torch.Tensor,
+    valid_len: int,
+    scale: float,
+    mode: str = "weight",
+    *,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """Per-position importance of the cache ``[0, valid_len)`` from one or two query rows.
+
+    Args:
+        q_rows: ``[B, H_q, R, D]``, ``R`` in {1, 2}; row 0 sees ``[0, valid_len)``, row ``R-1`` sees ``[0, N)``.
+        k: Post-RoPE keys ``[B, H_kv, N, D]``.
+        valid_len: Number of leading positions to score.
+        scale: Softmax scale.
+        mode: ``"weight"`` (softmax probability of each row) or ``"logit"`` (scaled logit).
+        backend: ``"auto"``, ``"torch"`` or ``"triton"``.
+
+    Returns:
+        ``[B, valid_len]`` fp32, the mean over heads and rows.
+
+    Example:
+        >>> q = torch.tensor([1.0, 0.0]).view(1, 1, 1, 2)
+        >>> k = torch.tensor([[0.0, 0.0], [1.0, 0.0]]).view(1, 1, 2, 2)
+        >>> tuple(round(x, 4) for x in verify_importance(q, k, 2, scale=1.0)[0].tolist())
+        (0.2689, 0.7311)
+    """
+    _check_importance_args(q_rows, k, valid_len, mode)
+    if resolve_backend(backend, q_rows, k) == "triton":
+        if q_rows.shape[-1] & (q_rows.shape[-1] - 1):
+            raise ValueError(f"head size D={q_rows.shape[-1]} must be a power of two on the Triton backend.")
+        return _triton_verify_importance(q_rows, k, valid_len, scale, mode)
+    return _reference_verify_importance(q_rows, k, valid_len, scale, mode)
+
+
+# -------------------------------------------------------------------------------------------- masked_topk
+def _reference_masked_topk(imp: torch.Tensor, k: int) -> torch.Tensor:
+    k = min(k, imp.shape[-1])
+    return torch.topk(imp, k, dim=-1, sorted=False).indices.sort(dim=-1).values
+
+
+@functools.cache
+def _triton_topk_kernel() -> Any:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def kernel(IMP, OUT, n, k, sib, sob, BLOCK: tl.constexpr):
+        b = tl.program_id(0)
+        base = IMP + b * sib
+        lo = tl.full([], -2147483648, tl.int64)
+        hi = tl.full([], 2147483647, tl.int64)
+        for _ in range(33):  # binary search: largest t with #(key >= t) >= k, i.e. the k-th largest key
+            mid = lo + (hi - lo + 1) // 2
+            cnt = tl.zeros([], tl.int64)
+            for start in range(0, n, BLOCK):
+                offs = start + tl.arange(0, BLOCK)
+                ok = offs < n
+                bits = tl.load(base + offs, mask=ok, other=0.0).to(tl.int32, bitcast=True)
+                # order-preserving int image of fp32
+                key = tl.where(bits >= 0, bits, bits ^ 0x7FFFFFFF).to(tl.int64)
+                cnt += tl.sum(((key >= mid) & ok).to(tl.int64), axis=0)
+            take = cnt >= k
+            lo = tl.where(take, mid, lo)
+            hi = tl.where(take, hi, mid - 1)
+        thr = lo
+        n_gt = tl.zeros([], tl.int64)
+        for start in range(0, n, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            ok = offs < n
+            bits = tl.load(base + offs, mask=ok, other=0.0).to(tl.int32, bitcast=True)
+            key = tl.where(bits >= 0, bits, bits ^ 0x7FFFFFFF).to(tl.int64)
+            n_gt += tl.sum(((key > thr) & ok).to(tl.int64), axis=0)
+        need_eq = k - n_gt
+        written = tl.zeros([], tl.int64)
+        eq_seen = tl.zeros([], tl.int64)
+        for start in range(0, n, BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            ok = offs < n
+            bits = tl.load(base + offs, mask=ok, other=0.0).to(tl.int32, bitcast=True)
+            key = tl.where(bits >= 0, bits, bits ^ 0x7FFFFFFF).to(tl.int64)
+            eq = ((key == thr) & ok).to(tl.int64)
+            eq_rank = eq_seen + tl.cumsum(eq, axis=0) - eq
+            sel = (((key > thr) & ok) | ((eq == 1) & (eq_rank < need_eq))).to(tl.int64)
+            pos = written + tl.cumsum(sel, axis=0) - 1
+            tl.store(OUT + b * sob + pos, offs.to(tl.int64), mask=sel == 1)
+            written += tl.sum(sel, axis=0)
+            eq_seen += tl.sum(eq, axis=0)
+
+    return kernel
+
+
+def _triton_masked_topk(imp: torch.Tensor, k: int) -> torch.Tensor:
+    imp = imp.float().contiguous()
+    b, n = imp.shape
+    k = min(k, n)
+    out = torch.empty(b, k, dtype=torch.int64, device=imp.device)
+    _triton_topk_kernel()[(b,)](imp, out, n, k, imp.stride(0), out.stride(0), BLOCK=TOPK_BLOCK)
+    return out
+
+
+def masked_topk(imp: torch.Tensor, k: int, *, backend: str = "auto") -> torch.Tensor:
+    """Ascending indices of the ``min(k, L)`` largest scores of each row.
+
+    Args:
+        imp: Scores ``[B, L]`` over the selectable range ``[0, L)`` (``L = valid_len``).
+        k: Budget, ``>= 1``.
+        backend: ``"auto"``, ``"torch"`` or ``"triton"``.
+
+    Returns:
+        int64 ``[B, min(k, L)]``, unique, ascending. Ties at the threshold: any (torch) or lowest index (Triton).
+
+    Example:
+        >>> masked_topk(torch.tensor([[0.1, 0.9, 0.3, 0.8]]), 2).tolist()
+        [[1, 3]]
+    """
+    if not imp.is_floating_point():
+        raise TypeError(f"`imp` must be a floating-point tensor, got dtype {imp.dtype}.")
+    if imp.dim() != 2 or imp.shape[-1] == 0:
+        raise ValueError(f"`imp` must be a non-empty [B, valid_len] tensor, got shape {tuple(imp.shape)}.")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"`k` must be an int >= 1, got {k!r}.")
+    if resolve_backend(backend, imp) == "triton":
+        return _triton_masked_topk(imp, k)
+    return _reference_masked_topk(imp, k)

@@ -1,0 +1,183 @@
+"""End-to-end ``vegas_generate`` on tiny models: greedy identity, counters, host conformance, bad inputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hf_ext.testing import requires, tiny_gemma3, tiny_llama, tiny_qwen2
+
+pytestmark = requires("transformers")
+
+SELECTORS = ("vegas", "streamingllm", "quest", "full")
+ARCH = dict(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=512)  # fmt: skip
+
+
+def _model(arch: str):
+    if arch == "gemma3":  # 5 sliding layers (window 16) + 1 global layer
+        return tiny_gemma3(num_hidden_layers=6, head_dim=8, **ARCH)
+    return {"llama": tiny_llama, "qwen2": tiny_qwen2}[arch](**ARCH)
+
+
+def _prompt(n: int = 150, seed: int = 0) -> torch.Tensor:
+    return torch.randint(3, 64, (1, n), generator=torch.Generator().manual_seed(seed))
+
+
+def _cfg(selector: str = "vegas", **kw):
+    from hf_ext.generation import VegasConfig
+
+    return VegasConfig(num_draft_tokens=4, min_tokens=16, sparse_ratio=0.1, selector=selector, **kw)
+
+
+def _vegas(lm, ids, cfg=None, **kw):
+    from hf_ext.generation import vegas_generate
+
+    kw = {"max_new_tokens": 24, "do_sample": False, "return_dict_in_generate": True, **kw}
+    return lm.generate(ids, custom_generate=vegas_generate, vegas_config=cfg or _cfg(), **kw)
+
+
+@pytest.mark.parametrize(
+    "arch",
+    ["llama", pytest.param("gemma3", marks=pytest.mark.slow), pytest.param("qwen2", marks=pytest.mark.slow)],
+)
+def test_every_selector_is_token_identical_to_greedy(arch):
+    from hf_ext.generation import VegasGenerateOutput
+
+    lm, ids = _model(arch), _prompt()
+    ref = lm.generate(ids, max_new_tokens=24, do_sample=False)
+    for sel in SELECTORS:
+        out = _vegas(lm, ids, _cfg(sel))
+        assert isinstance(out, VegasGenerateOutput)
+        assert torch.equal(out.sequences, ref), (arch, sel)
+        assert out.vegas_stats.acceptance_rate == 1.0 if sel == "full" else out.vegas_stats.iterations > 0
+    assert lm.config._attn_implementation == "sdpa"
+
+
+def test_some_drafts_are_rejected_so_the_rollback_is_exercised():
+    out = _vegas(_model("llama"), _prompt(), min_new_tokens=24)
+    stats = out.vegas_stats
+    assert out.sequences.shape[1] == 174  # max_new_tokens is exact
+    assert 0.0 < stats.acceptance_rate < 1.0
+    assert stats.emitted == 23 and 1.0 <= stats.mean_accepted_length <= 5.0
+
+
+def test_kv_counters_match_the_closed_form():
+    lm = _model("llama")
+    stats = _vegas(lm, _prompt()).vegas_stats
+    layers = lm.config.num_hidden_layers
+    draft = sum(sum(k + n - v + j for j in range(1, g + 1)) for n, v, k, g, _ in stats.trace)
+    verify = sum(n + g + 1 for n, _, _, g, _ in stats.trace)
+    assert stats.kv_entries_draft == layers * draft
+    assert stats.kv_entries_verify == layers * verify
+    assert stats.selection_entries == 0
+    assert stats.kv_entries_read_per_token == pytest.approx(layers * (draft + verify) / stats.emitted)
+
+
+def test_quest_counts_selection_reads():
+    stats = _vegas(_model("llama"), _prompt(), _cfg("quest")).vegas_stats
+    assert stats.selection_entries > 0
+
+
+def test_eos_inside_a_draft_truncates_like_greedy():
+    lm, ids = _model("llama"), _prompt()
+    free = lm.generate(ids, max_new_tokens=24, do_sample=False)
+    eos = int(free[0, 150 + 12])  # a token greedy emits mid-run
+    ref = lm.generate(ids, max_new_tokens=24, do_sample=False, eos_token_id=[eos, 63])
+    out = _vegas(lm, ids, eos_token_id=[eos, 63])
+    assert torch.equal(out.sequences, ref) and out.sequences.shape[1] < 174
+
+
+@pytest.mark.slow
+def test_generation_config_max_length_and_min_new_tokens():
+    lm, ids = _model("gemma3"), _prompt()
+    ref = lm.generate(ids, max_length=167, do_sample=False)
+    assert torch.equal(_vegas(lm, ids, max_new_tokens=None, max_length=167).sequences, ref)
+    eos = int(ref[0, 152])
+    ref = lm.generate(ids, max_new_tokens=20, min_new_tokens=10, eos_token_id=eos, do_sample=False)
+    out = _vegas(lm, ids, max_new_tokens=20, min_new_tokens=10, eos_token_id=eos)
+    assert torch.equal(out.sequences, ref)
+
+
+def test_plain_tensor_output_scores_and_explicit_all_ones_mask():
+    lm, ids = _model("llama"), _prompt(100)
+    ref = lm.generate(
+        ids, max_new_tokens=10, do_sample=False, output_scores=True, return_dict_in_generate=True
+    )
+    seq = _vegas(
+        lm, ids, max_new_tokens=10, attention_mask=torch.ones_like(ids), return_dict_in_generate=False
+    )
+    assert torch.equal(seq, ref.sequences)
+    out = _vegas(lm, ids, max_new_tokens=10, output_scores=True)
+    assert len(out.scores) == len(ref.scores) == ref.sequences.shape[1] - 100
+    torch.testing.assert_close(torch.stack(out.scores), torch.stack(ref.scores), atol=1e-4, rtol=1e-4)
+
+
+def test_prefilled_cache_is_reused():
+    from transformers import DynamicCache
+
+    lm, ids = _model("gemma3"), _prompt()
+    cache = DynamicCache(config=lm.config)
+    with torch.no_grad():
+        lm(ids[:, :-1], cache=cache)
+    ref = lm.generate(ids, max_new_tokens=20, do_sample=False)
+    assert torch.equal(_vegas(lm, ids, cache=cache, max_new_tokens=20).sequences, ref)
+
+
+def test_pass_through_attention_equals_sdpa():
+    from hf_ext.generation.vegas.attention import register_vegas_attention
+
+    lm, ids = _model("gemma3"), _prompt()
+    ref = lm.generate(ids, max_new_tokens=15, do_sample=False)
+    lm.set_attn_implementation(register_vegas_attention())
+    try:
+        assert torch.equal(lm.generate(ids, max_new_tokens=15, do_sample=False), ref)
+    finally:
+        lm.set_attn_implementation("sdpa")
+
+
+def test_attention_implementation_restored_after_an_exception():
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    class Boom(LogitsProcessor):
+        calls = 0
+
+        def __call__(self, input_ids, scores):
+            Boom.calls += 1
+            if Boom.calls > 3:
+                raise RuntimeError("boom")
+            return scores
+
+    lm = _model("llama")
+    with pytest.raises(RuntimeError, match="boom"):
+        _vegas(lm, _prompt(), logits_processor=LogitsProcessorList([Boom()]))
+    assert lm.config._attn_implementation == "sdpa"
+
+
+def test_bad_inputs():
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    lm, ids = _model("llama"), _prompt(50)
+    with pytest.raises(TypeError, match="`vegas_config` must be a VegasConfig"):
+        _vegas(lm, ids, {"selector": "vegas"})
+    with pytest.raises(NotImplementedError, match="Loop over prompts"):
+        _vegas(lm, ids.repeat(2, 1))
+    with pytest.raises(ValueError, match="`num_beams` must be 1"):
+        _vegas(lm, ids, num_beams=2)
+    with pytest.raises(ValueError, match="StaticCache"):
+        _vegas(lm, ids, cache_implementation="static")
+    with pytest.raises(TypeError, match="LongTensor"):
+        from hf_ext.generation import vegas_generate
+
+        vegas_generate(lm, ids.float(), None, None, lm.generation_config, cache=None)
+    attn = lm.model.layers[1].self_attn
+    attn.layer_idx = None
+    try:
+        with pytest.raises(TypeError, match="`layer_idx`"):
+            _vegas(lm, ids)
+    finally:
+        attn.layer_idx = 1
+    t5 = T5ForConditionalGeneration(T5Config(vocab_size=32, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
+                                             decoder_start_token_id=0)).eval()  # fmt: skip
+    with pytest.raises(NotImplementedError, match="encoder-decoder"):
+        _vegas(t5, torch.tensor([[3, 4, 5]]))
