@@ -1,0 +1,212 @@
+"""ERT: excess risk of the target coverage (Braun, Holzmüller, Jordan & Bach, ICML 2026, arXiv 2512.11779).
+
+Notation: coverage Z = 1{Y in C(X)}, target tau(X) in (0, 1) (usually 1 - alpha), coverage classifier
+h(X) in [0, 1]. For a proper loss l, ``ERT_l(h) = E[l(tau, Z)] - E[l(h, Z)]``; its supremum over h is
+``E[d_l(p(X), tau(X))]`` with p the true conditional coverage, so any fitted h gives a lower bound [paper].
+
+Losses (``q`` the prediction, ``z`` the indicator, ``tau`` the target) [paper, formulas as in ``covmetrics.losses``]:
+
+* ``"l1"``: ``sign(q - tau) * (tau - z)`` (only the side of tau matters; the constant predictor scores 0).
+  ERT-L1 <= E|p - tau|.
+* ``"l2"`` (Brier): ``(q - z)**2``. ERT-L2 <= E(p - tau)^2.
+* ``"kl"`` (log-loss, natural log, q clipped to [1e-6, 1 - 1e-6]). ERT-KL <= E KL(Ber p || Ber tau).
+
+Over/under split: ``over`` scores ``max(h, tau)``, ``under`` scores ``min(h, tau)``. One of the two clipped
+predictions equals tau exactly, so ``over + under == total`` sample by sample, for every loss.
+
+All arrays here are float64 numpy of shape ``(n,)`` unless stated; :func:`per_sample_excess_risk` also takes
+torch tensors (it is the differentiable training-time monitor behind ``ert_from_predictions``).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any
+
+import numpy as np
+
+from hf_ext.conformal.inputs import check_choice, check_int
+
+logger = logging.getLogger(__name__)
+
+LOSSES = ("l1", "l2", "kl")
+SIDES = ("both", "over", "under")
+#: Keys of every ERT result dict, in the column order of ``fold_values``.
+KEYS = ("l1", "l2", "kl", "l1_over", "l1_under", "l2_over", "l2_under", "kl_over", "kl_under")
+LOG_EPS = 1e-6
+MIN_PER_FOLD = 50
+
+
+def _xp(q: Any) -> Any:
+    """numpy or torch namespace matching ``q`` (torch is only imported when a tensor is passed)."""
+    if hasattr(q, "detach"):
+        import torch
+
+        return torch
+    return np
+
+
+def pointwise_loss(q: Any, z: Any, tau: Any, loss: str) -> Any:
+    """Loss ``l(q, z)`` per sample; ``tau`` is only used by ``"l1"``. Same type (numpy/torch) as ``q``."""
+    xp = _xp(q)
+    if loss == "l1":
+        return xp.sign(q - tau) * (tau - z)
+    if loss == "l2":
+        return (q - z) ** 2
+    if loss == "kl":
+        qc = xp.clip(q, LOG_EPS, 1 - LOG_EPS)
+        return -z * xp.log(qc) - (1 - z) * xp.log(1 - qc)
+    raise ValueError(f"`loss` must be one of {', '.join(repr(c) for c in LOSSES)}; got {loss!r}.")
+
+
+def per_sample_excess_risk(h: Any, z: Any, tau: Any, loss: str = "l1", side: str = "both") -> Any:
+    """``l(tau_i, z_i) - l(g(h_i), z_i)`` per sample, with g = identity, ``max(., tau)`` or ``min(., tau)``.
+
+    Args:
+        h: Predicted coverage probabilities, shape ``(n,)`` (numpy or torch; torch keeps autograd for l2/kl).
+        z: Coverage indicators, shape ``(n,)``, same type as ``h``.
+        tau: Target coverage, scalar or shape ``(n,)``.
+        loss: ``"l1"``, ``"l2"`` or ``"kl"``.
+        side: ``"both"``, ``"over"`` or ``"under"``.
+    """
+    check_choice(side, "side", SIDES)
+    check_choice(loss, "loss", LOSSES)
+    xp = _xp(h)
+    if xp is np:
+        tau = np.broadcast_to(np.asarray(tau, dtype=np.float64), np.shape(h))
+    else:
+        tau = xp.as_tensor(tau, dtype=h.dtype, device=h.device).expand_as(h)
+        z = xp.as_tensor(z, dtype=h.dtype, device=h.device)
+    if side != "both":
+        h = xp.maximum(h, tau) if side == "over" else xp.minimum(h, tau)
+    return pointwise_loss(tau, z, tau, loss) - pointwise_loss(h, z, tau, loss)
+
+
+def ert_table(h: np.ndarray, z: np.ndarray, tau: np.ndarray, fold_id: np.ndarray) -> dict[str, Any]:
+    """All nine ERT values from held-out predictions.
+
+    Each fold's value is the mean per-sample excess risk on that fold; the result is the unweighted mean of fold
+    values, as ``covmetrics.ERT.evaluate`` (the paper may weight by fold size [reconstructed]; KFold sizes differ
+    by at most one).
+
+    Args:
+        h: Out-of-fold predictions, shape ``(n,)``.
+        z: Coverage indicators, shape ``(n,)``.
+        tau: Targets, shape ``(n,)``.
+        fold_id: Fold of each sample, ints in ``[0, n_folds)``, shape ``(n,)``.
+
+    Returns:
+        ``{key: float for key in KEYS}`` plus ``"fold_values"``, an array of shape ``(n_folds, 9)``.
+    """
+    folds = np.unique(fold_id)
+    table = np.empty((folds.size, len(KEYS)))
+    for j, key in enumerate(KEYS):
+        loss, _, side = key.partition("_")
+        diffs = per_sample_excess_risk(h, z, tau, loss, side or "both")
+        table[:, j] = [diffs[fold_id == f].mean() for f in folds]
+    out: dict[str, Any] = {key: float(table[:, j].mean()) for j, key in enumerate(KEYS)}
+    out["fold_values"] = table
+    return out
+
+
+def positive_proba(model: Any, X: np.ndarray) -> np.ndarray:
+    """``P(covered = 1 | x)`` from a fitted classifier: the ``predict_proba`` column of class 1, shape ``(n,)``."""
+    proba = np.asarray(model.predict_proba(X), dtype=np.float64)
+    classes = list(model.classes_)
+    if 1 in classes:
+        return proba[:, classes.index(1)]
+    return np.zeros(X.shape[0]) if 0 in classes else proba[:, -1]
+
+
+def cross_fit_predictions(
+    features: np.ndarray,
+    covered: np.ndarray,
+    classifier: Any = "hgb",
+    n_splits: int = 5,
+    random_state: int = 42,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Out-of-fold coverage predictions with ``KFold(n_splits, shuffle=True, random_state)`` [paper].
+
+    A fresh classifier (see :func:`hf_ext.conformal.classifiers.make_classifier`) is fitted on each training
+    part and predicts the held-out part. A training part holding a single class predicts its constant rate.
+
+    Args:
+        features: ``(n, d)`` float64.
+        covered: ``(n,)`` float64 in {0, 1}.
+        classifier: ``"hgb"``, ``"covmetrics"`` or a scikit-learn classifier (cloned per fold).
+        n_splits: Number of folds, ``2 <= n_splits <= n``.
+        random_state: Seed of the fold shuffle and of the default classifier.
+
+    Returns:
+        ``(h, fold_id)``: predictions and fold index, both of shape ``(n,)``.
+    """
+    from sklearn.model_selection import KFold
+
+    from hf_ext.conformal.classifiers import make_classifier
+
+    n = covered.shape[0]
+    check_int(n_splits, "n_splits", 2, n)
+    if n / n_splits < MIN_PER_FOLD:
+        warnings.warn(
+            f"only {n // n_splits} samples per held-out fold (n={n}, n_splits={n_splits}); ERT estimates are noisy "
+            f"below {MIN_PER_FOLD}.",
+            UserWarning,
+            stacklevel=3,
+        )
+    h = np.empty(n)
+    fold_id = np.empty(n, dtype=np.int64)
+    labels = covered.astype(np.int64)
+    for f, (tr, te) in enumerate(
+        KFold(n_splits=n_splits, shuffle=True, random_state=random_state).split(features)
+    ):
+        fold_id[te] = f
+        if np.unique(labels[tr]).size < 2:
+            h[te] = covered[tr].mean()
+            continue
+        model = make_classifier(classifier, n_train=tr.size, random_state=random_state)
+        model.fit(features[tr], labels[tr])
+        h[te] = positive_proba(model, features[te])
+    return h, fold_id
+
+
+def cross_fit_ert(
+    features: np.ndarray,
+    covered: np.ndarray,
+    tau: np.ndarray,
+    classifier: Any = "hgb",
+    n_splits: int = 5,
+    random_state: int = 42,
+) -> dict[str, Any]:
+    """Cross-fitted ERT for all losses and sides (arguments as :func:`cross_fit_predictions`, ``tau`` of shape ``(n,)``).
+
+    All-covered or all-uncovered data carries no information about conditional coverage: a warning is raised
+    and every value is 0.
+    """
+    if np.unique(covered).size < 2:
+        warnings.warn(
+            f"`covered` is constant ({covered[0]:g} for all {covered.size} samples); ERT is 0 by definition.",
+            UserWarning,
+            stacklevel=3,
+        )
+        check_int(n_splits, "n_splits", 2, covered.shape[0])
+        out: dict[str, Any] = dict.fromkeys(KEYS, 0.0)
+        out["fold_values"] = np.zeros((n_splits, len(KEYS)))
+        return out
+    h, fold_id = cross_fit_predictions(features, covered, classifier, n_splits, random_state)
+    return ert_table(h, covered, tau, fold_id)
+
+
+def z_test_pvalue(diffs: np.ndarray) -> float:
+    """One-sided p-value of ``mean(diffs) > 0`` by a normal approximation [reconstructed plug-in test].
+
+    ``diffs`` are held-out per-sample excess risks pooled over folds (mean 0 when p == tau, since h is fitted
+    on other folds). They are not independent across folds, so the test is slightly liberal.
+    """
+    from math import erfc, sqrt
+
+    sd = float(np.std(diffs, ddof=1))
+    if sd == 0.0:
+        return 1.0 if diffs.mean() <= 0 else 0.0
+    stat = float(diffs.mean()) / (sd / sqrt(diffs.size))
+    return 0.5 * erfc(stat / sqrt(2.0))

@@ -1,0 +1,319 @@
+"""scikit-learn auditors for the earlier conditional-coverage metrics (CovGap/FSC, SSC, EOC, WSC).
+
+Each auditor learns a partition of the feature space in ``fit(X, covered)`` (k-means cells, 1-D value groups, or
+the worst slab and its complement), predicts the empirical coverage of a point's cell in ``predict_proba`` (a
+partition classifier of the coverage, the kind implicit in CovGap), and scores new data with the metric computed on
+the learned partition, i.e. a held-out version of the metric. ``score`` returns the metric itself: for the gap
+statistics a larger value means stronger evidence of conditional miscoverage, for the coverage statistics
+(``reduction="min"``, WSC) a smaller one.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from hf_ext._registry import paper
+from hf_ext.conformal import legacy
+from hf_ext.conformal.inputs import check_choice, check_int, check_unit_interval
+from hf_ext.conformal.slab import Slab, sample_directions, worst_slab
+from hf_ext.estimators.ert import binary_coverage_target
+
+logger = logging.getLogger(__name__)
+
+
+class _PartitionAuditor(ClassifierMixin, BaseEstimator):
+    """Base: learn cells in ``_fit_cells``, map points to cells in ``_assign``, score with ``_statistic``."""
+
+    def _fit_cells(self, X: np.ndarray, z: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _assign(self, X: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _statistic(self, cells: np.ndarray, z: np.ndarray) -> float:
+        raise NotImplementedError
+
+    def _validate_params_(self) -> None:
+        raise NotImplementedError
+
+    def fit(self, X: Any, y: Any) -> _PartitionAuditor:
+        """Learn the partition and the coverage of each cell.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Finite features.
+        y : array-like of shape (n_samples,)
+            Coverage indicator 1{label in prediction set} (``classes_[1]`` = covered).
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params_()
+        X, y = validate_data(self, X, y, dtype=np.float64)
+        z = binary_coverage_target(self, y)
+        self._fit_cells(X, z)
+        cells = self._assign(X)
+        n_cells = int(cells.max()) + 1
+        self.cell_counts_ = np.bincount(cells, minlength=n_cells).astype(np.float64)
+        hits = np.bincount(cells, weights=z, minlength=n_cells)
+        rate = z.mean()
+        self.cell_coverage_ = np.where(self.cell_counts_ > 0, hits / np.maximum(self.cell_counts_, 1), rate)
+        return self
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Empirical coverage of each point's cell as ``[1 - c, c]``, shape (n_samples, 2)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        c = self.cell_coverage_[self._assign(X)]
+        return np.column_stack([1.0 - c, c])
+
+    def predict(self, X: Any) -> np.ndarray:
+        """``classes_[1]`` where the cell coverage is > 0.5, shape (n_samples,)."""
+        proba = self.predict_proba(X)
+        return self.classes_[(proba[:, 1] > 0.5).astype(int)]
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """The metric on new data, computed on the partition learned in ``fit`` (see the module docstring).
+
+        ``sample_weight`` is not supported and must be None.
+        """
+        if sample_weight is not None:
+            raise ValueError(f"`sample_weight` is not supported by {type(self).__name__}.score; pass None.")
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        z = (np.asarray(y) == self.classes_[1]).astype(np.float64)
+        if z.shape[0] != X.shape[0]:
+            raise ValueError(f"`y` has {z.shape[0]} entries but `X` has {X.shape[0]} rows; they must match.")
+        return self._statistic(self._assign(X), z)
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.classifier_tags.multi_class = False
+        tags.classifier_tags.poor_score = True
+        return tags
+
+
+class CovGapAuditor(_PartitionAuditor):
+    """CovGap / FSC auditor on k-means cells of the features.
+
+    Parameters
+    ----------
+    alpha : float, default=0.1
+        Miscoverage level in (0, 1).
+    n_groups : int, default=16
+        Number of k-means cells (capped at the number of training samples).
+    weighted : bool, default=False
+        Size-weighted CovGap.
+    reduction : {"gap", "min"}, default="gap"
+        ``"gap"``: CovGap (lower is better for the audited method); ``"min"``: FSC, the worst cell coverage.
+    random_state : int, default=0
+        k-means seed.
+
+    Attributes
+    ----------
+    kmeans_ : KMeans
+        The fitted partition.
+    cell_coverage_, cell_counts_ : ndarray of shape (n_cells,)
+        Training coverage and size of each cell.
+    classes_ : ndarray of shape (2,)
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, size=(2000, 2))
+    >>> covered = (rng.random(2000) < np.where(X[:, 0] > 0.3, 0.75, 0.98)).astype(int)
+    >>> gap = CovGapAuditor(n_groups=4).fit(X[:1000], covered[:1000]).score(X[1000:], covered[1000:])
+    >>> bool(gap > 0.05)
+    True
+    """
+
+    _paper = paper("ert")
+
+    def __init__(
+        self,
+        alpha: float = 0.1,
+        n_groups: int = 16,
+        weighted: bool = False,
+        reduction: str = "gap",
+        random_state: int = 0,
+    ) -> None:
+        self.alpha = alpha
+        self.n_groups = n_groups
+        self.weighted = weighted
+        self.reduction = reduction
+        self.random_state = random_state
+
+    def _validate_params_(self) -> None:
+        check_unit_interval(self.alpha, "alpha")
+        check_int(self.n_groups, "n_groups", 1)
+        check_choice(self.reduction, "reduction", legacy.REDUCTIONS)
+        check_int(self.random_state, "random_state", 0)
+
+    def _fit_cells(self, X: np.ndarray, z: np.ndarray) -> None:
+        from sklearn.cluster import KMeans
+
+        k = min(self.n_groups, X.shape[0])
+        self.kmeans_ = KMeans(n_clusters=k, n_init=1, random_state=self.random_state).fit(X)
+
+    def _assign(self, X: np.ndarray) -> np.ndarray:
+        return self.kmeans_.predict(X).astype(np.int64)
+
+    def _statistic(self, cells: np.ndarray, z: np.ndarray) -> float:
+        return legacy.stratified(cells, z, self.alpha, self.reduction, bool(self.weighted))
+
+
+class SizeStratifiedAuditor(_PartitionAuditor):
+    """SSC auditor: groups by one column of ``X`` holding set sizes (or interval widths).
+
+    The column's distinct values are the groups when there are fewer than ``num_groups``; otherwise seeded 1-D
+    k-means centroids. New points join the nearest group value / centroid.
+
+    Parameters
+    ----------
+    alpha : float, default=0.1
+        Miscoverage level in (0, 1).
+    num_groups : int, default=10
+    reduction : {"gap", "min"}, default="gap"
+    weighted : bool, default=False
+    column : int, default=0
+        Column of ``X`` holding the grouping value.
+    random_state : int, default=0
+        k-means seed.
+
+    Attributes
+    ----------
+    centroids_ : ndarray of shape (n_cells,)
+        Sorted group values (distinct values or k-means centroids).
+    cell_coverage_, cell_counts_ : ndarray of shape (n_cells,)
+    classes_ : ndarray of shape (2,)
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> sizes = np.array([[1], [1], [2], [2], [3], [3]])
+    >>> SizeStratifiedAuditor(reduction="min").fit(sizes, [1, 1, 1, 0, 0, 1]).score(sizes, [1, 1, 1, 0, 0, 1])
+    0.5
+    """
+
+    _paper = paper("ert")
+
+    def __init__(
+        self,
+        alpha: float = 0.1,
+        num_groups: int = 10,
+        reduction: str = "gap",
+        weighted: bool = False,
+        column: int = 0,
+        random_state: int = 0,
+    ) -> None:
+        self.alpha = alpha
+        self.num_groups = num_groups
+        self.reduction = reduction
+        self.weighted = weighted
+        self.column = column
+        self.random_state = random_state
+
+    def _validate_params_(self) -> None:
+        check_unit_interval(self.alpha, "alpha")
+        check_int(self.num_groups, "num_groups", 1)
+        check_choice(self.reduction, "reduction", legacy.REDUCTIONS)
+        check_int(self.column, "column", 0)
+        check_int(self.random_state, "random_state", 0)
+
+    def _fit_cells(self, X: np.ndarray, z: np.ndarray) -> None:
+        if self.column >= X.shape[1]:
+            raise ValueError(f"`column`={self.column} but `X` has {X.shape[1]} columns.")
+        values = X[:, self.column]
+        uniq = np.unique(values)
+        self.centroids_ = (
+            uniq
+            if uniq.size < self.num_groups
+            else legacy.kmeans_1d(values, self.num_groups, self.random_state)
+        )
+
+    def _assign(self, X: np.ndarray) -> np.ndarray:
+        return legacy.assign_1d(X[:, self.column], self.centroids_)
+
+    def _statistic(self, cells: np.ndarray, z: np.ndarray) -> float:
+        return legacy.stratified(cells, z, self.alpha, self.reduction, bool(self.weighted))
+
+
+class EqualOpportunityAuditor(SizeStratifiedAuditor):
+    """EOC auditor: as :class:`SizeStratifiedAuditor` with ``X[:, column]`` holding the labels y.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> labels = np.array([[0], [0], [1], [1]])
+    >>> EqualOpportunityAuditor().fit(labels, [1, 1, 0, 1]).score(labels, [1, 1, 0, 1])
+    0.25
+    """
+
+    _paper = paper("ert")
+
+
+class WorstSlabAuditor(_PartitionAuditor):
+    """WSC auditor: learns the worst slab ``{a <= v.x <= b}`` in ``fit``; ``score`` is its coverage on new data.
+
+    This is the held-out WSC [reconstructed from the older WSC literature]: in-sample WSC is biased low.
+
+    Parameters
+    ----------
+    delta : float, default=0.1
+        Minimum slab mass in (0, 1) [reconstructed conventional default].
+    num_directions : int, default=1000
+    random_state : int, default=42
+        Seed of the random directions (42 reproduces covmetrics' draw).
+
+    Attributes
+    ----------
+    slab_ : Slab
+        ``(coverage, direction, a, b)`` found on the training data (``coverage`` is the in-sample WSC).
+    cell_coverage_, cell_counts_ : ndarray of shape (2,)
+        Training coverage outside (cell 0) and inside (cell 1) the slab.
+    classes_ : ndarray of shape (2,)
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.arange(40.0).reshape(-1, 1)
+    >>> covered = (X[:, 0] < 30).astype(int)
+    >>> WorstSlabAuditor(delta=0.2, num_directions=5).fit(X[::2], covered[::2]).score(X[1::2], covered[1::2])
+    0.0
+    """
+
+    _paper = paper("ert")
+
+    def __init__(self, delta: float = 0.1, num_directions: int = 1000, random_state: int = 42) -> None:
+        self.delta = delta
+        self.num_directions = num_directions
+        self.random_state = random_state
+
+    def _validate_params_(self) -> None:
+        check_unit_interval(self.delta, "delta")
+        check_int(self.num_directions, "num_directions", 1)
+        check_int(self.random_state, "random_state", 0)
+
+    def _fit_cells(self, X: np.ndarray, z: np.ndarray) -> None:
+        directions = sample_directions(self.num_directions, X.shape[1], self.random_state)
+        self.slab_: Slab = worst_slab(X, z, self.delta, directions)
+
+    def _assign(self, X: np.ndarray) -> np.ndarray:
+        proj = X @ self.slab_.direction
+        return ((proj >= self.slab_.a) & (proj <= self.slab_.b)).astype(np.int64)
+
+    def _statistic(self, cells: np.ndarray, z: np.ndarray) -> float:
+        inside = cells == 1
+        return float(z[inside].mean()) if inside.any() else float("nan")

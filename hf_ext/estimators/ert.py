@@ -1,0 +1,209 @@
+"""scikit-learn estimator for ERT: a coverage classifier whose held-out score is the excess risk of the target
+coverage (Braun, Holzmüller, Jordan & Bach, ICML 2026, arXiv 2512.11779)."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from hf_ext._registry import paper
+from hf_ext.conformal.classifiers import check_classifier, make_classifier
+from hf_ext.conformal.core import LOSSES, cross_fit_ert, per_sample_excess_risk, positive_proba
+from hf_ext.conformal.inputs import (
+    check_choice,
+    check_covered,
+    check_features,
+    check_int,
+    check_unit_interval,
+    target_vector,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def binary_coverage_target(estimator: BaseEstimator, y: Any) -> np.ndarray:
+    """Set ``estimator.classes_`` from ``y`` and return the coverage indicator (``classes_[1]`` = covered).
+
+    Raises:
+        ValueError: more than two classes ("Only binary classification is supported") or a single class.
+    """
+    y_type = type_of_target(y, input_name="y", raise_unknown=True)
+    if y_type not in ("binary", "unknown") and np.unique(y).size > 2:
+        raise ValueError(
+            f"Only binary classification is supported. The type of the target is {y_type}; "
+            "`y` must be the coverage indicator 1{label in prediction set}."
+        )
+    classes = np.unique(y)
+    if classes.size < 2:
+        raise ValueError(
+            f"`y` holds one class only ({classes[0]!r}); a coverage classifier needs both covered "
+            "and uncovered samples."
+        )
+    if not (set(classes.tolist()) <= {0, 1} or set(classes.tolist()) <= {False, True}):
+        warnings.warn(
+            f"`y` labels {classes.tolist()} are not 0/1; treating {classes.tolist()[1]!r} as 'covered'.",
+            UserWarning,
+            stacklevel=3,
+        )
+    estimator.classes_ = classes
+    return (np.asarray(y) == classes[1]).astype(np.float64)
+
+
+class CoverageAuditor(ClassifierMixin, BaseEstimator):
+    """Coverage classifier h(x) ~ P(Y in C(X) | X = x) scored by ERT, the excess risk of the target coverage.
+
+    ``fit(X, covered)`` fits the classifier; ``score`` returns the held-out ERT of the fitted h against the constant
+    target; ``cross_fit_ert`` runs the paper's cross-fitted estimator on one data set [paper].
+
+    Sign convention: for the *audited* conformal method lower ERT is better; for the *auditor* a larger ERT is a
+    tighter lower bound on the miscoverage distance, so ``GridSearchCV`` maximising ``score`` picks the most
+    powerful auditor classifier (scikit-learn's greater-is-better rule).
+
+    Parameters
+    ----------
+    classifier : {"hgb", "covmetrics"} or classifier instance, default="hgb"
+        ``"hgb"`` is calibrated ``HistGradientBoostingClassifier`` (an hf-ext choice [reconstructed]; the paper's
+        LightGBM recipe is ``"covmetrics"`` and needs its optional dependencies). Instances are cloned.
+    alpha : float, default=0.1
+        Miscoverage level in (0, 1); the target coverage is ``1 - alpha``.
+    loss : {"l1", "l2", "kl"}, default="l1"
+        Loss used by ``score``.
+    n_splits : int, default=5
+        Folds of :meth:`cross_fit_ert`.
+    random_state : int, default=42
+        Seed of the folds and of the default classifier.
+
+    Attributes
+    ----------
+    classifier_ : estimator
+        The fitted coverage classifier.
+    classes_ : ndarray of shape (2,)
+        Labels seen in ``fit``; ``classes_[1]`` means covered (a warning is raised when they are not 0/1).
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, size=(4000, 2))
+    >>> covered = (rng.random(4000) < np.where(X[:, 0] > 0.3, 0.75, 0.98)).astype(int)
+    >>> auditor = CoverageAuditor(classifier=LogisticRegression()).fit(X[:2000], covered[:2000])
+    >>> bool(auditor.score(X[2000:], covered[2000:]) > 0.05)
+    True
+    """
+
+    _paper = paper("ert")
+
+    def __init__(
+        self,
+        classifier: Any = "hgb",
+        alpha: float = 0.1,
+        loss: str = "l1",
+        n_splits: int = 5,
+        random_state: int = 42,
+    ) -> None:
+        self.classifier = classifier
+        self.alpha = alpha
+        self.loss = loss
+        self.n_splits = n_splits
+        self.random_state = random_state
+
+    def _validate_params_(self) -> None:
+        check_classifier(self.classifier)
+        check_unit_interval(self.alpha, "alpha")
+        check_choice(self.loss, "loss", LOSSES)
+        check_int(self.n_splits, "n_splits", 2)
+        check_int(self.random_state, "random_state", 0)
+
+    def fit(self, X: Any, y: Any) -> CoverageAuditor:
+        """Fit the coverage classifier.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features (NaN allowed with the default classifier).
+        y : array-like of shape (n_samples,)
+            Coverage indicator 1{label in prediction set}.
+
+        Returns
+        -------
+        self : CoverageAuditor
+        """
+        self._validate_params_()
+        X, y = validate_data(self, X, y, ensure_all_finite="allow-nan")
+        z = binary_coverage_target(self, y)
+        self.classifier_ = make_classifier(
+            self.classifier, n_train=X.shape[0], random_state=self.random_state
+        )
+        self.classifier_.fit(X, z.astype(np.int64))
+        return self
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Estimated ``[P(not covered | x), P(covered | x)]``, shape (n_samples, 2)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan")
+        h = positive_proba(self.classifier_, X)
+        return np.column_stack([1.0 - h, h])
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Most likely label (``classes_[1]`` = covered), shape (n_samples,)."""
+        proba = self.predict_proba(X)
+        return self.classes_[(proba[:, 1] > 0.5).astype(int)]
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None, target_coverage: Any = None) -> float:
+        """Held-out ERT (loss ``self.loss``) of the fitted classifier on ``(X, y)``; use data not seen in ``fit``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Coverage indicator, with the labels seen in ``fit``.
+        sample_weight : None
+            Not supported (must be None); present for scikit-learn's scorer signature.
+        target_coverage : float or array-like of shape (n_samples,), optional
+            Per-sample target; defaults to ``1 - alpha``.
+
+        Returns
+        -------
+        ert : float
+        """
+        if sample_weight is not None:
+            raise ValueError("`sample_weight` is not supported by CoverageAuditor.score; pass None.")
+        h = self.predict_proba(X)[:, 1]
+        z = (np.asarray(y) == self.classes_[1]).astype(np.float64)
+        if z.shape[0] != h.shape[0]:
+            raise ValueError(f"`y` has {z.shape[0]} entries but `X` has {h.shape[0]} rows; they must match.")
+        tau = target_vector(self.alpha, target_coverage, z.shape[0])
+        return float(per_sample_excess_risk(h, z, tau, self.loss).mean())
+
+    def cross_fit_ert(self, X: Any, y: Any, target_coverage: Any = None) -> dict[str, Any]:
+        """Cross-fitted ERT on one data set (``KFold(n_splits, shuffle=True, random_state)``), all losses.
+
+        Does not change the fitted state. ``y`` must hold 0/1 here; all-covered data warns and gives 0.
+
+        Returns
+        -------
+        result : dict
+            Floats ``l1, l2, kl, l1_over, l1_under, l2_over, l2_under, kl_over, kl_under`` and ``fold_values``,
+            an ndarray of shape (n_splits, 9).
+        """
+        self._validate_params_()
+        z = check_covered(y, "y")
+        feats = check_features(X, z.shape[0], name="X")
+        tau = target_vector(self.alpha, target_coverage, z.shape[0])
+        return cross_fit_ert(feats, z, tau, self.classifier, self.n_splits, self.random_state)
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = isinstance(self.classifier, str) and self.classifier == "hgb"
+        tags.target_tags.required = True
+        tags.classifier_tags.multi_class = False
+        return tags

@@ -1,0 +1,187 @@
+"""Functional ERT (excess risk of the target coverage; arXiv 2512.11779) and its prediction-only form.
+
+Math in :mod:`hf_ext.conformal.core`; the class form is :class:`hf_ext.metrics.ert.ExcessRiskTargetCoverage`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from hf_ext.conformal.classifiers import check_classifier
+from hf_ext.conformal.core import LOSSES, SIDES, cross_fit_ert, per_sample_excess_risk
+from hf_ext.conformal.inputs import (
+    as_numpy,
+    check_choice,
+    check_covered,
+    check_features,
+    check_int,
+    check_unit_interval,
+    resolve_coverage,
+    target_vector,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def _ert_arg_validation(
+    alpha: float, loss: str, side: str, classifier: Any, n_splits: int, random_state: int
+) -> None:
+    check_unit_interval(alpha, "alpha")
+    check_choice(loss, "loss", LOSSES)
+    check_choice(side, "side", SIDES)
+    check_classifier(classifier)
+    check_int(n_splits, "n_splits", 2)
+    check_int(random_state, "random_state", 0)
+
+
+def _excess_risk_target_coverage_update(
+    features: Any,
+    covered: Any = None,
+    alpha: float = 0.1,
+    target_coverage: Any = None,
+    *,
+    y: Any = None,
+    prediction_sets: Any = None,
+    intervals: Any = None,
+    alpha_index: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validated float64 ``(features (n, d), covered (n,), tau (n,))`` from one batch."""
+    cov = resolve_coverage(covered, y, prediction_sets, intervals, alpha_index).covered
+    feats = check_features(features, cov.shape[0])
+    return feats, cov, target_vector(alpha, target_coverage, cov.shape[0])
+
+
+def _excess_risk_target_coverage_compute(
+    features: np.ndarray,
+    covered: np.ndarray,
+    tau: np.ndarray,
+    classifier: Any = "hgb",
+    n_splits: int = 5,
+    random_state: int = 42,
+) -> dict[str, Any]:
+    """All nine cross-fitted ERT values plus ``fold_values`` (see :func:`hf_ext.conformal.core.cross_fit_ert`)."""
+    check_int(n_splits, "n_splits", 2, covered.shape[0])
+    return cross_fit_ert(features, covered, tau, classifier, n_splits, random_state)
+
+
+def excess_risk_target_coverage(
+    features: Any,
+    covered: Any = None,
+    alpha: float = 0.1,
+    target_coverage: Any = None,
+    loss: str = "l1",
+    side: str = "both",
+    classifier: Any = "hgb",
+    n_splits: int = 5,
+    random_state: int = 42,
+    *,
+    y: Any = None,
+    prediction_sets: Any = None,
+    intervals: Any = None,
+    alpha_index: int | None = None,
+) -> Tensor:
+    """Cross-fitted ERT: how much a classifier of the coverage beats the constant target coverage.
+
+    ``KFold(n_splits, shuffle=True, random_state)``; per fold a fresh classifier is fitted on the training part
+    and the fold value is ``mean l(tau, Z) - mean l(h, Z)`` on the held-out part; the result is the mean of fold
+    values [paper, as ``covmetrics.ERT.evaluate``]. Lower is better for the audited conformal method (0 means no
+    detectable conditional miscoverage); finite-sample values can be negative and are not clipped.
+
+    Args:
+        features: Features X of shape ``(n, d)`` (numpy, torch or pandas). NaN is allowed with the default
+            gradient-boosting classifier only.
+        covered: Coverage indicator 1{y in C(x)}, shape ``(n,)``. Alternatively pass ``y`` with
+            ``prediction_sets``/``intervals`` (see :func:`hf_ext.conformal.inputs.coverage_indicator`).
+        alpha: Miscoverage level; the target coverage is ``1 - alpha``. Must lie in (0, 1).
+        target_coverage: Optional per-sample target tau, scalar or shape ``(n,)`` in (0, 1); overrides ``alpha``.
+        loss: ``"l1"`` (default; lower bound on E|p - tau|), ``"l2"`` (Brier) or ``"kl"`` (log-loss).
+        side: ``"both"``, ``"over"`` (over-coverage part) or ``"under"``; over + under = both.
+        classifier: ``"hgb"`` (calibrated HistGradientBoosting, an hf-ext choice [reconstructed]),
+            ``"covmetrics"`` (the paper's LightGBM recipe, optional dependencies) or any scikit-learn classifier.
+        n_splits: Number of cross-fitting folds (int in ``[2, n]``).
+        random_state: Seed of the fold shuffle and the default classifier.
+        y: Labels, with ``prediction_sets`` or ``intervals``, instead of ``covered``.
+        prediction_sets: Boolean set masks ``(n, n_classes)`` or MAPIE ``y_pss`` ``(n, n_classes, n_alpha)``.
+        intervals: ``(n, 2)`` or MAPIE ``y_pis`` ``(n, 2, n_alpha)`` (closed intervals).
+        alpha_index: Which confidence level of a MAPIE array to use.
+
+    Returns:
+        0-d float64 tensor.
+
+    Example:
+        >>> import numpy as np
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.uniform(-1, 1, size=(2000, 2))
+        >>> covered = rng.random(2000) < np.where(X[:, 0] > 0.3, 0.75, 0.98)
+        >>> ert = excess_risk_target_coverage(X, covered, alpha=0.1, classifier=LogisticRegression())
+        >>> bool(ert > 0.05)
+        True
+    """
+    _ert_arg_validation(alpha, loss, side, classifier, n_splits, random_state)
+    feats, cov, tau = _excess_risk_target_coverage_update(
+        features,
+        covered,
+        alpha,
+        target_coverage,
+        y=y,
+        prediction_sets=prediction_sets,
+        intervals=intervals,
+        alpha_index=alpha_index,
+    )
+    table = _excess_risk_target_coverage_compute(feats, cov, tau, classifier, n_splits, random_state)
+    key = loss if side == "both" else f"{loss}_{side}"
+    return torch.tensor(table[key], dtype=torch.float64)
+
+
+def ert_from_predictions(
+    pred: Any, covered: Any, target: Any, loss: str = "l1", side: str = "both"
+) -> Tensor:
+    """ERT of given coverage predictions, with no fitting: ``mean l(tau, Z) - mean l(pred, Z)``.
+
+    Use it with predictions from held-out data (an in-sample h overfits and inflates ERT) or as a training-time
+    monitor: it is differentiable in ``pred`` for ``"l2"`` and ``"kl"`` (zero gradient for ``"l1"``).
+
+    Args:
+        pred: Predicted coverage probabilities h(x) in [0, 1], shape ``(n,)``; a tensor keeps its autograd graph.
+        covered: Coverage indicator, shape ``(n,)``.
+        target: Target coverage tau (``1 - alpha``), scalar or shape ``(n,)``, in (0, 1).
+        loss: ``"l1"``, ``"l2"`` or ``"kl"``.
+        side: ``"both"``, ``"over"`` or ``"under"``.
+
+    Returns:
+        0-d tensor (dtype of ``pred`` if it is a floating tensor, else float64).
+
+    Example:
+        >>> ert_from_predictions(torch.tensor([0.95, 0.5, 0.95, 0.8]), torch.tensor([1, 0, 1, 1]), 0.9)
+        tensor(0.2500)
+    """
+    check_choice(loss, "loss", LOSSES)
+    check_choice(side, "side", SIDES)
+    if isinstance(pred, Tensor) and pred.is_floating_point():
+        h = pred
+    else:
+        h = torch.as_tensor(as_numpy(pred, "pred"), dtype=torch.float64)
+    if h.ndim != 1:
+        raise ValueError(f"`pred` must be 1-D of shape (n,), got shape {tuple(h.shape)}.")
+    if h.numel() and (h.min() < 0 or h.max() > 1 or torch.isnan(h).any()):
+        raise ValueError(
+            f"`pred` must hold probabilities in [0, 1], got range [{h.min().item()}, {h.max().item()}]."
+        )
+    cov = check_covered(covered)
+    if cov.shape[0] != h.shape[0]:
+        raise ValueError(
+            f"`pred` has {h.shape[0]} entries but `covered` has {cov.shape[0]}; they must match."
+        )
+    if target is None:
+        raise ValueError("`target` (the target coverage tau, e.g. 0.9) is required, got None.")
+    tau = target_vector(0.5, target, cov.shape[0])
+    z = torch.as_tensor(cov, dtype=h.dtype, device=h.device)
+    return per_sample_excess_risk(
+        h, z, torch.as_tensor(tau, dtype=h.dtype, device=h.device), loss, side
+    ).mean()

@@ -1,0 +1,81 @@
+"""End to end: split conformal on load_diabetes, audited by the Metric (batches of 64) and the estimator."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hf_ext.testing import requires
+
+pytestmark = requires("metrics", "sklearn")
+
+
+def _split_conformal():
+    from sklearn.datasets import load_diabetes
+    from sklearn.linear_model import LinearRegression
+
+    x, y = load_diabetes(return_X_y=True)
+    rng = np.random.default_rng(0)
+    idx = rng.permutation(y.size)
+    fit, cal, test = idx[:150], idx[150:250], idx[250:]
+    model = LinearRegression().fit(x[fit], y[fit])
+    scores = np.abs(y[cal] - model.predict(x[cal]))
+    q = np.quantile(scores, math.ceil((cal.size + 1) * 0.9) / cal.size, method="higher")
+    pred = model.predict(x[test])
+    y_pis = np.stack([pred - q, pred + q], axis=1)[:, :, None]  # MAPIE-style (n, 2, n_alpha)
+    return x[test], y[test], y_pis
+
+
+def test_metric_in_batches_and_auditor_on_split_conformal():
+    import torch
+    from sklearn.linear_model import LogisticRegression
+
+    from hf_ext.estimators import CoverageAuditor
+    from hf_ext.metrics import ExcessRiskTargetCoverage
+
+    x, y, y_pis = _split_conformal()
+    metric = ExcessRiskTargetCoverage(alpha=0.1, n_splits=3, classifier=LogisticRegression())
+    for start in range(0, y.size, 64):
+        sl = slice(start, start + 64)
+        metric.update(torch.tensor(x[sl]), y=torch.tensor(y[sl]), intervals=torch.tensor(y_pis[sl]))
+    out = metric.compute()
+    assert all(torch.isfinite(v).all() for v in out.values())
+
+    from hf_ext.conformal.inputs import coverage_indicator
+
+    covered = coverage_indicator(y, intervals=y_pis).covered
+    assert 0.8 < covered.mean() < 0.97
+    auditor = CoverageAuditor(classifier=LogisticRegression(), n_splits=3).fit(x[:100], covered[:100])
+    assert np.isfinite(auditor.score(x[100:], covered[100:]))
+    assert set(auditor.cross_fit_ert(x, covered)) >= {"l1", "kl_under", "fold_values"}
+
+
+@pytest.mark.slow
+def test_bench_statistics_and_power_rows_tiny():
+    from dataclasses import replace
+
+    from hf_ext.conformal import bench
+    from hf_ext.conformal.config import BenchConfig
+
+    cfg = replace(BenchConfig.quick(), ns=(300,), shapes=("step",), r_null=3, r_alt=3, r_fresh=2)
+    rows = bench._power_rows(cfg, seed=0)
+    systems = {(r["system"], r["shape"]) for r in rows}
+    assert ("ERT-L1", "step") in systems and ("CovGap", "none") in systems
+    step = {r["system"]: r for r in rows if r["shape"] == "step"}
+    assert step["ERT-L1"]["power"] == pytest.approx(1.0)  # a 0.105 L1 shift is obvious even at n=300
+    notes = bench._notes(rows, cfg, quick=True)
+    assert any("Target n=300" in line for line in notes)
+    assert bench.wilson(5, 100)[0] < 0.05 < bench.wilson(5, 100)[1]
+
+
+def test_null_threshold_has_exact_monte_carlo_size():
+    from hf_ext.conformal.bench import null_threshold
+
+    rng = np.random.default_rng(0)
+    hits = []
+    for _ in range(4000):
+        draws = rng.random(61)
+        hits.append(draws[60] > null_threshold(draws[:60], 0.05))
+    assert np.mean(hits) == pytest.approx(3 / 61, abs=0.012)  # 1 - 58/61 <= 0.05
