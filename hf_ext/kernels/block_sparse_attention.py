@@ -1,0 +1,388 @@
+"""K5 ``block_sparse_attention``: attention over a lookup table (LUT) of kept key tiles, with LSE output.
+
+Semantics are [reconstructed] (EchoAttention, reconstructed; not verified against the paper): each query
+tile of ``block`` rows attends to the key tiles listed in its LUT row; the softmax normalises over the kept
+tiles only. Besides the merged output and its log-sum-exp, the op can return *per-tile partials*
+``(O_t, lse_t)`` (the softmax restricted to one key tile) for a list of (query tile, key tile) pairs: these
+are the Echo representatives that :func:`hf_ext.kernels.echo_merge.echo_merge` reuses.
+
+Backends: a gather-based PyTorch reference (exact, fp32) and a FlashAttention-2-style Triton kernel
+(grid ``(n_q, B*H)``, online softmax in fp32, ``tl.dot`` for QK^T and PV), chosen by
+:func:`hf_ext.kernels._dispatch.resolve_backend`. Triton is imported only on first use.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from typing import Any
+
+import torch
+
+from hf_ext.kernels._dispatch import resolve_backend
+
+Partials = tuple[torch.Tensor, torch.Tensor]
+
+
+def block_sparse_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    lut: torch.Tensor,
+    lut_count: torch.Tensor,
+    block: int,
+    scale: float,
+    kv_valid: torch.Tensor | None = None,
+    tile_partials: torch.Tensor | None = None,
+    backend: str = "auto",
+) -> tuple[torch.Tensor, torch.Tensor] | tuple[torch.Tensor, torch.Tensor, Partials]:
+    """Block-sparse attention with an online softmax over the kept key tiles.
+
+    Args:
+        q: Queries ``[B, H, S, D]``; strided views are fine (diffusers' ``[B, S, H, D]`` via ``transpose(1, 2)``).
+        k: Keys ``[B, H, S, D]``.
+        v: Values ``[B, H, S, D]``.
+        lut: ``[B, H, n_q, max_k]`` integer key-tile ids per query tile (``n_q = ceil(S / block)``), padded
+            with ``-1``; only the first ``lut_count`` entries of a row are read.
+        lut_count: ``[B, H, n_q]`` number of valid entries per LUT row (``<= max_k``).
+        block: Tile size in tokens (both query and key tiles).
+        scale: Logit scale, e.g. ``D ** -0.5``.
+        kv_valid: *optional* ``[S]`` bool mask; ``False`` keys (per-frame padding) are excluded.
+        tile_partials: *optional* ``[B, H, n_p, 2]`` integer (query tile, key tile) pairs, padded with ``-1``;
+            every pair must appear in its query tile's LUT row. Their per-tile partials are also returned.
+        backend: ``"auto"``, ``"torch"`` or ``"triton"``.
+
+    Returns:
+        ``(out, lse)``: ``out`` ``[B, H, S, D]`` in ``q``'s dtype and ``lse`` ``[B, H, S]`` float32 (``-inf``
+        for a row that sees no valid key). With ``tile_partials`` also ``(part_out, part_lse)`` of shapes
+        ``[B, H, n_p, block, D]`` and ``[B, H, n_p, block]`` (float32; padded pairs give 0 and ``-inf``).
+
+    Raises:
+        ValueError: mismatched shapes, LUT ids outside ``[0, n_q)``, counts above ``max_k``, a partial pair
+            missing from the LUT, or (Triton) a ``block``/``D`` that is not a power of two >= 16.
+        TypeError: integer ``q``/``k``/``v`` or a non-integer ``lut``/``lut_count``/``tile_partials``.
+
+    Example:
+        >>> q = k = v = torch.randn(1, 1, 8, 4)
+        >>> lut = torch.tensor([[[[0, 1], [1, 0]]]]); cnt = torch.tensor([[[2, 2]]])
+        >>> out, lse = block_sparse_attention(q, k, v, lut, cnt, block=4, scale=0.5)
+        >>> ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=0.5)
+        >>> torch.allclose(out, ref, atol=1e-5)
+        True
+    """
+    _check(q, k, v, lut, lut_count, block, kv_valid, tile_partials)
+    path = resolve_backend(backend, q, k, v, lut)
+    pslot = None if tile_partials is None else _partial_slots(lut, lut_count, tile_partials)
+    if path == "triton":
+        _check_triton_shapes(block, q.shape[-1])
+        n_p = 0 if tile_partials is None else tile_partials.shape[2]
+        out, lse, parts = _triton_block_sparse_attention(
+            q, k, v, lut, lut_count, block, scale, kv_valid, pslot, n_p
+        )
+    else:
+        out, lse = _reference_block_sparse_attention(q, k, v, lut, lut_count, block, scale, kv_valid)
+        parts = (
+            None
+            if tile_partials is None
+            else _reference_tile_partials(q, k, v, tile_partials, block, scale, kv_valid)
+        )
+    if tile_partials is None:
+        return out, lse
+    assert parts is not None
+    return out, lse, parts
+
+
+def _check(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    lut: torch.Tensor,
+    lut_count: torch.Tensor,
+    block: int,
+    kv_valid: torch.Tensor | None,
+    tile_partials: torch.Tensor | None,
+) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not t.is_floating_point():
+            raise TypeError(f"`{name}` must be a floating-point tensor, got dtype {t.dtype}.")
+        if t.dim() != 4:
+            raise ValueError(f"`{name}` must be [B, H, S, D], got shape {tuple(t.shape)}.")
+    if k.shape != q.shape or v.shape != q.shape:
+        raise ValueError(
+            f"`q`, `k`, `v` must share [B, H, S, D], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}."
+        )
+    if not isinstance(block, int) or block < 1:
+        raise ValueError(f"`block` must be an int >= 1, got {block!r}.")
+    b, h, s, _ = q.shape
+    n = math.ceil(s / block)
+    for name, t in (("lut", lut), ("lut_count", lut_count), ("tile_partials", tile_partials)):
+        if t is not None and (t.is_floating_point() or t.dtype == torch.bool):
+            raise TypeError(f"`{name}` must be an integer tensor, got dtype {t.dtype}.")
+    if lut.dim() != 4 or tuple(lut.shape[:3]) != (b, h, n):
+        raise ValueError(
+            f"`lut` must be [B, H, n_q, max_k] = [{b}, {h}, {n}, max_k], got {tuple(lut.shape)}."
+        )
+    if tuple(lut_count.shape) != (b, h, n):
+        raise ValueError(f"`lut_count` must be [{b}, {h}, {n}], got {tuple(lut_count.shape)}.")
+    max_k = lut.shape[-1]
+    if lut_count.numel() and (int(lut_count.min()) < 0 or int(lut_count.max()) > max_k):
+        raise ValueError(
+            f"`lut_count` must lie in [0, max_k={max_k}], got values in "
+            f"[{int(lut_count.min())}, {int(lut_count.max())}]."
+        )
+    used = torch.arange(max_k, device=lut.device) < lut_count[..., None]
+    if used.any() and (int(lut[used].min()) < 0 or int(lut[used].max()) >= n):
+        raise ValueError(
+            f"`lut` ids must lie in [0, n_k={n}), got values in [{int(lut[used].min())}, {int(lut[used].max())}]."
+        )
+    if kv_valid is not None and tuple(kv_valid.shape) != (s,):
+        raise ValueError(f"`kv_valid` must have shape ({s},), got {tuple(kv_valid.shape)}.")
+    if tile_partials is not None and (
+        tile_partials.dim() != 4 or tuple(tile_partials.shape[:2]) != (b, h) or tile_partials.shape[-1] != 2
+    ):
+        raise ValueError(f"`tile_partials` must be [{b}, {h}, n_p, 2], got {tuple(tile_partials.shape)}.")
+
+
+def _check_triton_shapes(block: int, d: int) -> None:
+    for name, val in (("block", block), ("D", d)):
+        if val < 16 or val & (val - 1):
+            raise ValueError(
+                f"`{name}` must be a power of two >= 16 on the Triton backend, got {val}. Use backend='torch'."
+            )
+
+
+def _partial_slots(lut: torch.Tensor, lut_count: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+    """``[B, H, n_q, max_k]`` int32 map from LUT slot to partial id (``-1`` = none); validates the pairs."""
+    b, h, n_q, max_k = lut.shape
+    pairs = pairs.long()
+    ok = pairs[..., 0] >= 0
+    if ok.any() and (int(pairs[..., 0][ok].max()) >= n_q):
+        raise ValueError(
+            f"`tile_partials` query tiles must lie in [0, {n_q}), got {int(pairs[..., 0][ok].max())}."
+        )
+    qi = pairs[..., 0].clamp_min(0)
+    rows = torch.gather(lut.long(), 2, qi[..., None].expand(-1, -1, -1, max_k))  # [B, H, n_p, max_k]
+    live = torch.arange(max_k, device=lut.device) < torch.gather(lut_count.long(), 2, qi)[..., None]
+    hit = (rows == pairs[..., 1:2]) & live
+    if bool((ok & ~hit.any(-1)).any()):
+        raise ValueError(
+            "`tile_partials` lists a (query tile, key tile) pair that is not in that query tile's `lut` row."
+        )
+    slot = hit.int().argmax(-1)
+    pslot = torch.full((b, h, n_q * max_k), -1, dtype=torch.int32, device=lut.device)
+    pid = torch.arange(pairs.shape[2], device=lut.device, dtype=torch.int32).expand(b, h, -1)
+    flat = torch.where(ok, qi * max_k + slot, n_q * max_k)
+    pslot = torch.cat([pslot, pslot[..., :1]], -1).scatter(2, flat, torch.where(ok, pid, -1))[..., :-1]
+    return pslot.view(b, h, n_q, max_k)
+
+
+def _tiles(x: torch.Tensor, block: int) -> torch.Tensor:
+    """``[B, H, S, D]`` -> ``[B, H, n, block, D]`` float32, zero-padded to a whole number of tiles."""
+    b, h, s, d = x.shape
+    n = math.ceil(s / block)
+    return torch.nn.functional.pad(x.to(torch.float32), (0, 0, 0, n * block - s)).view(b, h, n, block, d)
+
+
+def _valid_tiles(kv_valid: torch.Tensor | None, s: int, block: int, device: torch.device) -> torch.Tensor:
+    """``[n, block]`` bool: real keys (inside ``S`` and ``kv_valid``)."""
+    n = math.ceil(s / block)
+    valid = torch.ones(s, dtype=torch.bool, device=device) if kv_valid is None else kv_valid.to(torch.bool)
+    return torch.nn.functional.pad(valid, (0, n * block - s)).view(n, block)
+
+
+def _gather_tiles(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """Pick tiles ``idx`` ``[B, H, ...]`` from ``x`` ``[B, H, n, block, D]`` -> ``[B, H, ..., block, D]``."""
+    b, h = x.shape[:2]
+    bi = torch.arange(b, device=x.device).view(b, *([1] * (idx.dim() - 1)))
+    hi = torch.arange(h, device=x.device).view(1, h, *([1] * (idx.dim() - 2)))
+    return x[bi, hi, idx.long()]
+
+
+def _softmax_lse(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Row softmax over the last dim with ``-inf`` masking: (unnormalised p, normaliser l, lse)."""
+    m = logits.amax(-1, keepdim=True)
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    p = torch.exp(logits - m)
+    l_sum = p.sum(-1, keepdim=True)
+    lse = (m + l_sum.log()).squeeze(-1)
+    return p, l_sum.clamp_min(torch.finfo(torch.float32).tiny), lse
+
+
+def _reference_block_sparse_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    lut: torch.Tensor,
+    lut_count: torch.Tensor,
+    block: int,
+    scale: float,
+    kv_valid: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gather the kept K/V tiles of every query tile, then one masked softmax over them (fp32).
+
+    On CPU the softmax runs in torch's fused flash-attention CPU op (which also returns the LSE) with the
+    gathered tiles as the batch; elsewhere, or when a row sees no valid key, in plain einsum/exp.
+    """
+    b, h, s, d = q.shape
+    max_k = lut.shape[-1]
+    qt = _tiles(q, block)  # [B, H, n, b, D]
+    ids = lut.long().clamp_min(0)
+    kg = _gather_tiles(_tiles(k, block), ids).flatten(3, 4)  # [B, H, n_q, K*b, D]
+    vg = _gather_tiles(_tiles(v, block), ids).flatten(3, 4)
+    live = torch.arange(max_k, device=q.device) < lut_count[..., None]  # [B, H, n_q, K]
+    keep = (_valid_tiles(kv_valid, s, block, q.device)[ids] & live[..., None]).flatten(3, 4)
+    if q.device.type == "cpu" and bool(keep.any(-1).all()):
+        mask = None
+        if not bool(keep.all()):
+            mask = torch.zeros(keep.shape).masked_fill_(~keep, -math.inf).flatten(0, 2)[:, None, None, :]
+        o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            qt.flatten(0, 2)[:, None], kg.flatten(0, 2)[:, None], vg.flatten(0, 2)[:, None], 0.0, False,
+            attn_mask=mask, scale=scale,
+        )  # fmt: skip
+        out, lse = o.view(b, h, -1, d), lse.view(b, h, -1)
+    else:
+        logits = torch.einsum("bhqid,bhqjd->bhqij", qt, kg) * scale
+        p, l_sum, lse = _softmax_lse(logits.masked_fill(~keep[..., None, :], -math.inf))
+        out = (torch.einsum("bhqij,bhqjd->bhqid", p, vg) / l_sum).flatten(2, 3)
+        lse = lse.flatten(2, 3)
+    return out[:, :, :s].to(q.dtype), lse[:, :, :s]
+
+
+def _reference_tile_partials(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    pairs: torch.Tensor,
+    block: int,
+    scale: float,
+    kv_valid: torch.Tensor | None,
+) -> Partials:
+    """Per-tile partials ``(O_t, lse_t)`` of the listed (query tile, key tile) pairs (fp32)."""
+    ok = pairs[..., 0] >= 0
+    qi, ki = pairs[..., 0].clamp_min(0), pairs[..., 1].clamp_min(0)
+    qg = _gather_tiles(_tiles(q, block), qi)  # [B, H, n_p, b, D]
+    kg = _gather_tiles(_tiles(k, block), ki)
+    vg = _gather_tiles(_tiles(v, block), ki)
+    keep = _valid_tiles(kv_valid, q.shape[2], block, q.device)[ki.long()]
+    if q.device.type == "cpu" and bool(keep.any(-1).all()):
+        mask = None
+        if not bool(keep.all()):
+            mask = torch.zeros(keep.shape).masked_fill_(~keep, -math.inf).flatten(0, 2)[:, None, None, :]
+        o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            qg.flatten(0, 2)[:, None], kg.flatten(0, 2)[:, None], vg.flatten(0, 2)[:, None], 0.0, False,
+            attn_mask=mask, scale=scale,
+        )  # fmt: skip
+        out, lse = o.view(qg.shape), lse.view(qg.shape[:-1])
+    else:
+        logits = torch.einsum("bhpid,bhpjd->bhpij", qg, kg) * scale
+        p, l_sum, lse = _softmax_lse(logits.masked_fill(~keep[..., None, :], -math.inf))
+        out = torch.einsum("bhpij,bhpjd->bhpid", p, vg) / l_sum
+    return out * ok[..., None, None], torch.where(ok[..., None], lse, -math.inf)
+
+
+@cache
+def _kernel() -> Any:
+    """Define the Triton kernel on first use (reads ``TRITON_INTERPRET`` at that moment)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _bsa_fwd(
+        Q, K, V, LUT, CNT, VALID, PSLOT, O, L, PO, PL,
+        sqb, sqh, sqs, sqd, skb, skh, sks, skd, svb, svh, svs, svd,
+        n_q, max_k, H, S, n_p, scale,
+        BLOCK: tl.constexpr, D: tl.constexpr, HAS_VALID: tl.constexpr, HAS_PART: tl.constexpr,
+    ):  # fmt: skip
+        qt = tl.program_id(0)
+        bh = tl.program_id(1)
+        b = bh // H
+        h = bh % H
+        rows = qt * BLOCK + tl.arange(0, BLOCK)
+        dd = tl.arange(0, D)
+        rmask = rows < S
+        q = tl.load(
+            Q + b * sqb + h * sqh + rows[:, None] * sqs + dd[None, :] * sqd, mask=rmask[:, None], other=0.0
+        )
+        m_i = tl.full([BLOCK], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK], tl.float32)
+        acc = tl.zeros([BLOCK, D], tl.float32)
+        row_off = (bh * n_q + qt) * max_k
+        cnt = tl.load(CNT + bh * n_q + qt)
+        for j in range(0, cnt):
+            kt = tl.load(LUT + row_off + j)
+            cols = kt * BLOCK + tl.arange(0, BLOCK)
+            cmask = cols < S
+            if HAS_VALID:
+                cmask = cmask & (tl.load(VALID + cols, mask=cmask, other=0) != 0)
+            kk = tl.load(
+                K + b * skb + h * skh + cols[:, None] * sks + dd[None, :] * skd,
+                mask=cmask[:, None],
+                other=0.0,
+            )
+            vv = tl.load(
+                V + b * svb + h * svh + cols[:, None] * svs + dd[None, :] * svd,
+                mask=cmask[:, None],
+                other=0.0,
+            )
+            s = tl.dot(q, tl.trans(kk)).to(tl.float32) * scale
+            s = tl.where(cmask[None, :], s, float("-inf"))
+            m_t = tl.max(s, 1)
+            m_t_safe = tl.where(m_t == float("-inf"), 0.0, m_t)
+            p = tl.exp(s - m_t_safe[:, None])
+            l_t = tl.sum(p, 1)
+            o_t = tl.dot(p.to(vv.dtype), vv).to(tl.float32)
+            m_new = tl.maximum(m_i, m_t)
+            m_new_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            alpha = tl.exp(m_i - m_new_safe)
+            beta = tl.exp(m_t_safe - m_new_safe)
+            l_i = l_i * alpha + l_t * beta
+            acc = acc * alpha[:, None] + o_t * beta[:, None]
+            m_i = m_new
+            if HAS_PART:
+                pid = tl.load(PSLOT + row_off + j)
+                if pid >= 0:
+                    base = bh * n_p + pid
+                    inv = tl.where(l_t > 0, 1.0 / l_t, 0.0)
+                    lse_t = tl.where(l_t > 0, m_t_safe + tl.log(l_t), float("-inf"))
+                    prow = tl.arange(0, BLOCK)
+                    tl.store(PO + (base * BLOCK + prow[:, None]) * D + dd[None, :], o_t * inv[:, None])
+                    tl.store(PL + base * BLOCK + prow, lse_t)
+        inv_l = tl.where(l_i > 0, 1.0 / l_i, 0.0)
+        m_safe = tl.where(m_i == float("-inf"), 0.0, m_i)
+        lse = tl.where(l_i > 0, m_safe + tl.log(l_i), float("-inf"))
+        tl.store(O + (bh * S + rows[:, None]) * D + dd[None, :], acc * inv_l[:, None], mask=rmask[:, None])
+        tl.store(L + bh * S + rows, lse, mask=rmask)
+
+    return _bsa_fwd
+
+
+def _triton_block_sparse_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    lut: torch.Tensor,
+    lut_count: torch.Tensor,
+    block: int,
+    scale: float,
+    kv_valid: torch.Tensor | None,
+    pslot: torch.Tensor | None,
+    n_p: int,
+) -> tuple[torch.Tensor, torch.Tensor, Partials | None]:
+    """Launch the Triton kernel; outputs are contiguous fp32, cast to ``q``'s dtype at the end."""
+    b, h, s, d = q.shape
+    n_q, max_k = lut.shape[2], lut.shape[3]
+    dev = q.device
+    out = torch.empty(b, h, s, d, dtype=torch.float32, device=dev)
+    lse = torch.empty(b, h, s, dtype=torch.float32, device=dev)
+    po = torch.zeros(b, h, max(n_p, 1), block, d, dtype=torch.float32, device=dev)
+    pl = torch.full((b, h, max(n_p, 1), block), -math.inf, dtype=torch.float32, device=dev)
+    valid = (kv_valid if kv_valid is not None else torch.ones(1, device=dev)).to(torch.int8).contiguous()
+    slots = (pslot if pslot is not None else torch.full((1,), -1, device=dev)).to(torch.int32).contiguous()
+    _kernel()[(n_q, b * h)](
+        q, k, v, lut.to(torch.int32).contiguous(), lut_count.to(torch.int32).contiguous(), valid, slots,
+        out, lse, po, pl, *q.stride(), *k.stride(), *v.stride(),
+        n_q, max_k, h, s, max(n_p, 1), float(scale),
+        BLOCK=block, D=d, HAS_VALID=kv_valid is not None, HAS_PART=pslot is not None,
+    )  # fmt: skip
+    parts = None if pslot is None else (po[:, :, :n_p], pl[:, :, :n_p])
+    return out.to(q.dtype), lse, parts

@@ -1,0 +1,51 @@
+"""The benchmark's pieces run and report (the full run is ``hf-ext bench echo_attention``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hf_ext.testing import requires
+
+pytestmark = requires("diffusers")
+
+
+def test_window_mask_matches_budget_from_below():
+    from hf_ext.diffusers.echo_attention.bench import window_mask
+    from hf_ext.diffusers.echo_attention.core import Layout, flop_costs
+
+    lay = Layout(8, 256, 64)
+    mask, (wt, ws) = window_mask(lay, 32, 0.25)
+    cost = flop_costs(lay, 32)
+    assert (cost["estimate"] + cost["exact"] * float(mask.sum())) / cost["dense"] <= 0.25
+    assert mask.diagonal().all() and wt >= 0 and ws >= 0
+
+
+def test_blob_latents_move_one_pixel_per_frame():
+    from hf_ext.diffusers.echo_attention.bench import blob_latents
+
+    x = blob_latents(0, frames=3, side=16, blobs=1)
+    assert x.shape == (1, 4, 3, 16, 16)
+    peaks = [divmod(int(x[0, :, f].abs().sum(0).argmax()), 16) for f in range(3)]
+    assert all(max(abs(a - b) for a, b in zip(p, q)) <= 1 for p, q in zip(peaks, peaks[1:]))
+
+
+@pytest.mark.slow
+def test_small_run_reports_every_arm_and_verdict():
+    from hf_ext.diffusers.echo_attention import bench
+
+    torch.set_num_threads(1)
+    rows_a = bench._part_a([0.0], [0.25], [0], [4])
+    rows_b, _ = bench._part_b([2], 0.25, stage3_steps=1, seed=0)
+    systems = {r["system"] for r in rows_a + rows_b}
+    assert systems == {
+        "dense (SDPA)",
+        "echo",
+        "sparse-only (matched FLOPs)",
+        "routed (static)",
+        "static window (radial-style)",
+    }
+    notes = bench._verdicts(rows_a, rows_b, 2)
+    assert any(n.startswith("Headline target (F=2)") and ("MET" in n or "MISSED" in n) for n in notes)
+    echo = next(r for r in rows_a if r["system"] == "echo")
+    assert abs(echo["flop_ratio"] - 0.25) <= 0.02 * 0.25

@@ -1,0 +1,125 @@
+"""EchoAttention core math: layout, FLOP counts, allocation, echo exactness, stage-1 fit, routing."""
+
+from __future__ import annotations
+
+import torch
+
+from hf_ext.diffusers.echo_attention.calibrate import mixture_loss
+from hf_ext.diffusers.echo_attention.core import (
+    Layout,
+    accumulate_theta_stats,
+    allocate,
+    flop_costs,
+    identity_theta,
+    new_theta_stats,
+    select_exact,
+    solve_theta,
+    sparse_echo_attention,
+    static_route,
+)
+
+
+def test_layout_is_frame_major_and_tiles_never_straddle_frames():
+    lay = Layout(frames=3, tokens_per_frame=20, block=16)
+    assert (lay.n_s, lay.n_t, lay.padded_len) == (2, 6, 96)
+    x = torch.arange(60.0).view(1, 1, 60, 1)
+    padded = lay.pad(x)
+    tiles = padded.view(3, 2, 16)
+    for f in range(3):  # every tile holds tokens of one frame only; padding rows are zeros at the frame end
+        assert tiles[f, 0].min() >= 20 * f and tiles[f, 1, :4].max() < 20 * (f + 1)
+        assert (tiles[f, 1, 4:] == 0).all()
+    valid = lay.valid(torch.device("cpu"))
+    assert valid.view(3, 32).sum(-1).tolist() == [20, 20, 20]
+    torch.testing.assert_close(lay.unpad(padded), x)
+
+
+def test_hand_counted_flops_for_two_frames_two_tiles():
+    lay = Layout(frames=2, tokens_per_frame=32, block=16)  # S = 64, n_t = 4
+    cost = flop_costs(lay, head_dim=8)
+    assert cost == {
+        "dense": 4 * 64 * 64 * 8.0,
+        "estimate": 2 * 64 * 8 + 2 * 16 * 8.0,
+        "exact": 4 * 256 * 8.0,
+        "echo": 6 * 16 * 8.0,
+    }
+    p_hat = torch.full((1, 4, 4), 0.25)
+    alloc = allocate(p_hat, lay, 8, torch.tensor([0.5]), torch.tensor([0.0]), 4)
+    n = int(alloc.exact.sum())
+    assert n == (0.5 * cost["dense"] - cost["estimate"]) // cost["exact"] == 7
+    assert float(alloc.flops) == (cost["estimate"] + 7 * cost["exact"]) / cost["dense"]
+
+
+def test_diagonal_always_kept_and_exactly_kq_per_query_tile():
+    g = torch.Generator().manual_seed(0)
+    p_hat = torch.rand(3, 8, 8, generator=g)
+    p_hat.diagonal(dim1=-2, dim2=-1).zero_()  # the diagonal is kept even with the lowest estimate
+    mask = select_exact(p_hat, torch.tensor([24, 24, 24]))
+    assert mask.diagonal(dim1=-2, dim2=-1).all()
+    assert (mask.sum(-1) == 3).all()
+    top2 = p_hat.topk(2, -1).indices
+    assert torch.gather(mask, -1, top2).all()
+
+
+def test_identical_frames_echo_is_exact():
+    g = torch.Generator().manual_seed(0)
+    lay = Layout(frames=4, tokens_per_frame=32, block=16)
+    frame = [torch.randn(1, 2, 1, 32, 8, generator=g) for _ in range(3)]
+    q, k, v = (x.expand(1, 2, 4, 32, 8).reshape(1, 2, 128, 8) for x in frame)
+    dense = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    h = torch.ones(2)
+    out, alloc = sparse_echo_attention(q, k, v, lay, 0.3 * h, 0.7 * h, identity_theta(2, lay, 8), 4, "torch")
+    assert alloc.echoed.any() and not (alloc.exact | alloc.echoed).all(-1).all(-1).logical_not().any()
+    torch.testing.assert_close(out, dense, atol=1e-5, rtol=1e-5)
+
+
+def test_sparse_budget_one_equals_dense_and_echo_share_counts():
+    g = torch.Generator().manual_seed(1)
+    lay = Layout(frames=2, tokens_per_frame=40, block=16)
+    q, k, v = (torch.randn(1, 2, 80, 8, generator=g) for _ in range(3))
+    out, alloc = sparse_echo_attention(
+        q, k, v, lay, torch.ones(2), torch.zeros(2), identity_theta(2, lay, 8), 4, "torch"
+    )
+    torch.testing.assert_close(
+        out, torch.nn.functional.scaled_dot_product_attention(q, k, v), atol=1e-5, rtol=1e-5
+    )
+    assert not alloc.echoed.any()
+
+
+def test_stage1_least_squares_recovers_known_theta():
+    g = torch.Generator().manual_seed(0)
+    h, m, b, d = 2, 30, 8, 4
+    a, c, u, w = (
+        torch.tensor([0.7, 1.3]),
+        torch.randn(h, d, generator=g),
+        torch.tensor([0.2, -0.1]),
+        torch.tensor([0.5, 0.0]),
+    )
+    o_x, l_x = torch.randn(h, m, b, d, generator=g), torch.randn(h, m, b, generator=g)
+    dist = torch.randint(1, 5, (m,), generator=g).float()
+    o_y = a[:, None, None, None] * o_x + c[:, None, None, :]
+    l_y = l_x + u[:, None, None] * dist[None, :, None] + w[:, None, None]
+    stats = new_theta_stats(h, 3, d)
+    accumulate_theta_stats(stats, 1, o_x, l_x, o_y, l_y, dist, torch.rand(h, m, b, generator=g))
+    ta, tc, tu, tw = solve_theta(stats)
+    for got, want in ((ta[:, 1], a), (tc[:, 1], c), (tu[:, 1], u), (tw[:, 1], w)):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert (ta[:, 0] == 1).all() and (tc[:, 0] == 0).all()  # no samples: identity
+
+
+def test_static_routing_toy():
+    # options: dense (err 0, cost 1), sparse (cost 0.25); head 0 has a large sparse error, head 1 near zero
+    errors = torch.tensor([[0.0, 0.9], [0.0, 0.001]])
+    costs = torch.tensor([[1.0, 0.25], [1.0, 0.25]])
+    assert static_route(errors, costs, budget=0.7).tolist() == [0, 1]
+    assert static_route(errors, costs, budget=0.25).tolist() == [1, 1]
+
+
+def test_learned_routing_gradient_reaches_logits():
+    g = torch.Generator().manual_seed(0)
+    dense = [torch.randn(1, 2, 16, 4, generator=g)]
+    sp, ec = [dense[0] + 0.5], [dense[0] + 0.1]
+    cost = torch.tensor([[1.0, 0.25, 0.25], [1.0, 0.25, 0.25]])
+    logits = torch.zeros(1, 2, 3, requires_grad=True)
+    loss = mixture_loss(logits, [(dense, sp, ec, cost)], 0.25, 10.0, 1.0, g)
+    loss.backward()
+    assert logits.grad is not None and logits.grad.abs().sum() > 0

@@ -1,0 +1,223 @@
+"""EchoAttention on a tiny Wan transformer: parity, restore, save/load, schedule, calibration, bad inputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hf_ext.testing import requires, tiny_wan_transformer
+
+pytestmark = requires("diffusers")
+
+
+def _inputs(batch=1, frames=4, side=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(batch, 4, frames, side, side, generator=g), torch.tensor([500] * batch),
+            torch.randn(batch, 8, 32, generator=g))  # fmt: skip
+
+
+def _cfg(**kw):
+    from hf_ext.diffusers import EchoAttentionConfig
+
+    return EchoAttentionConfig(**{"block_size": 16, "dense_layers": (), "dense_first_steps": 0, **kw})
+
+
+@pytest.fixture
+def dit():
+    return tiny_wan_transformer()
+
+
+def _run(dit, x, t, txt):
+    with torch.no_grad():
+        return dit(x, t, txt).sample
+
+
+def test_dense_routing_and_full_budget_match_stock(dit):
+    from hf_ext.diffusers import apply_echo_attention
+
+    x, t, txt = _inputs()
+    ref = _run(dit, x, t, txt)
+    for cfg in (_cfg(mode="dense"), _cfg(mode="sparse", budget=1.0)):
+        handle = apply_echo_attention(dit, cfg)
+        torch.testing.assert_close(_run(dit, x, t, txt), ref, atol=1e-5, rtol=1e-5)
+        handle.remove()
+
+
+def test_forced_dense_heads_use_the_reimplemented_projection_path(dit):
+    from hf_ext.diffusers import apply_echo_attention
+
+    x, t, txt = _inputs()
+    ref = _run(dit, x, t, txt)
+    handle = apply_echo_attention(dit, _cfg())
+    handle.params.route_op.fill_(0)  # every head routed dense, through qkv() + dispatch_attention_fn
+    handle.context.record = {}
+    torch.testing.assert_close(_run(dit, x, t, txt), ref, atol=1e-5, rtol=1e-5)
+    assert set(handle.context.record) == {0, 1}
+
+
+def test_echo_runs_keys_kept_attn2_untouched_and_remove_restores(dit):
+    from hf_ext.diffusers import EchoWanAttnProcessor, apply_echo_attention
+
+    x, t, txt = _inputs()
+    ref = _run(dit, x, t, txt)
+    before = dict(dit.attn_processors)
+    n_hooks = len(dit._forward_pre_hooks)
+    handle = apply_echo_attention(dit, _cfg(mode="echo", budget=0.25))
+    after = dit.attn_processors
+    assert list(after) == list(before)
+    assert all(after[k] is before[k] for k in before if ".attn2." in k)
+    assert all(isinstance(after[k], EchoWanAttnProcessor) for k in before if ".attn1." in k)
+    out = _run(dit, x, t, txt)
+    err = float((out - ref).norm() / ref.norm())
+    assert torch.isfinite(out).all() and 0 < err < 1
+    stats = handle.stats()
+    assert len(stats) == 4 and all(r["operator"] == "echo" and 0 < r["flops"] < 1 for r in stats)
+    handle.remove()
+    assert all(dit.attn_processors[k] is before[k] for k in before)
+    assert len(dit._forward_pre_hooks) == n_hooks
+    assert torch.equal(_run(dit, x, t, txt), ref)
+
+
+def test_native_backend_still_reaches_dense_heads(dit):
+    from hf_ext.diffusers import apply_echo_attention
+
+    x, t, txt = _inputs()
+    ref = _run(dit, x, t, txt)
+    dit.set_attention_backend("native")
+    handle = apply_echo_attention(dit, _cfg())
+    handle.params.route_op.fill_(0)
+    procs = [p for k, p in dit.attn_processors.items() if ".attn1." in k]
+    assert all(p._attention_backend is not None for p in procs)  # the user's backend reaches the dense heads
+    torch.testing.assert_close(_run(dit, x, t, txt), ref, atol=1e-5, rtol=1e-5)
+    handle.remove()
+
+
+def test_batch_two_and_cfg_calls_share_one_step_index(dit):
+    from hf_ext.diffusers import apply_echo_attention
+
+    x, t, txt = _inputs(batch=2)
+    handle = apply_echo_attention(dit, _cfg(dense_first_steps=1))
+    ctx = handle.context
+    steps = []
+    for tt in (900, 900, 600, 600, 300, 900):
+        _run(dit, x, torch.tensor([tt, tt]), txt)
+        steps.append(ctx.step)
+    assert steps == [0, 0, 1, 1, 2, 0]  # CFG's two calls share a step; a larger t starts a new run
+    assert handle.stats()[0]["operator"] == "echo"  # step 2 -> past dense_first_steps
+
+
+def test_calibrate_save_and_reload_bit_identical(dit, tmp_path):
+    from hf_ext.diffusers import apply_echo_attention, calibrate_echo
+
+    x, t, txt = _inputs()
+    calls = [
+        {"hidden_states": _inputs(seed=1)[0], "timestep": torch.tensor([300]), "encoder_hidden_states": txt}
+    ]
+    handle = apply_echo_attention(dit, _cfg(budget=0.25))
+    report = calibrate_echo(handle, calls, stage3_steps=1)
+    assert report["layout"] == (4, 64) and len(report["routes"]) == 4
+    assert handle.params.a is not None and not torch.all(handle.params.a == 1)
+    out = _run(dit, x, t, txt)
+    handle.save_pretrained(tmp_path)
+    handle.remove()
+    again = apply_echo_attention(dit, calibration=tmp_path)
+    assert torch.equal(_run(dit, x, t, txt), out)
+    with pytest.raises(ValueError, match=r"calibrated for \(F, P\) = \(4, 64\).*\(F, P\) = \(2, 64\)"):
+        _run(dit, *_inputs(frames=2)[:1], t, txt)
+    again.remove()
+    with pytest.raises(RuntimeError, match="was removed"):
+        calibrate_echo(again, calls)
+
+
+@pytest.mark.slow
+def test_learned_routing_calibrates(dit):
+    from hf_ext.diffusers import apply_echo_attention, calibrate_echo
+
+    calls = [{"hidden_states": _inputs(seed=1)[0], "timestep": torch.tensor([500]),
+              "encoder_hidden_states": _inputs()[2]}]  # fmt: skip
+    handle = apply_echo_attention(dit, _cfg(routing="learned"))
+    report = calibrate_echo(handle, calls, stages=(1, 2))
+    assert report["logits"].shape == (2, 2, 3)
+    assert (handle.params.route_op >= 0).all()
+
+
+@pytest.mark.slow
+def test_pipeline_calibration_and_run():
+    from hf_ext.diffusers import apply_echo_attention, calibrate_echo
+    from hf_ext.testing import tiny_wan_pipeline
+
+    pipe = tiny_wan_pipeline()
+    pipe.set_progress_bar_config(disable=True)
+    kw = {"height": 16, "width": 16, "num_frames": 9, "guidance_scale": 1.0, "max_sequence_length": 16}
+    handle = apply_echo_attention(pipe.transformer, _cfg(dense_first_steps=1))
+    calibrate_echo(handle, pipe, prompts=["a red car"], num_inference_steps=2, stage3_steps=1, **kw)
+    frames = pipe("a cat", num_inference_steps=2, output_type="latent", **kw).frames
+    assert torch.isfinite(frames).all()
+    handle.remove()
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"budget": 0.0}, "`budget` must be a float in"),
+        ({"budget": 1.5}, "`budget` must be a float in"),
+        ({"echo_share": 1.0}, "`echo_share` must be a float in"),
+        ({"block_size": 8}, "`block_size` must be a power of two"),
+        ({"block_size": 48}, "`block_size` must be a power of two"),
+        ({"mode": "fast"}, "`mode` must be one of"),
+        ({"routing": "random"}, "`routing` must be one of"),
+        ({"dense_layers": (-1,)}, "`dense_layers` must hold"),
+    ],
+)
+def test_config_bad_inputs(kw, match):
+    with pytest.raises(ValueError, match=match):
+        _cfg(**kw)
+
+
+def test_apply_bad_inputs(dit, tmp_path):
+    from diffusers.models.attention_processor import AttnProcessor2_0
+
+    from hf_ext.diffusers import apply_echo_attention
+    from hf_ext.testing import tiny_unet
+
+    with pytest.raises(ValueError, match=r"`dense_layers` must index blocks in \[0, 2\), got \(5,\)"):
+        apply_echo_attention(dit, _cfg(dense_layers=(5,)))
+    with pytest.raises(
+        TypeError, match="`transformer` must be one of .*WanTransformer3DModel.*got UNet2DConditionModel"
+    ):
+        apply_echo_attention(tiny_unet(), _cfg())
+    dit.blocks[0].attn1.set_processor(AttnProcessor2_0())
+    with pytest.raises(TypeError, match="blocks.0.attn1.processor must be a WanAttnProcessor"):
+        apply_echo_attention(dit, _cfg())
+    with pytest.raises(ValueError, match="has no echo_attention_config.json"):
+        apply_echo_attention(tiny_wan_transformer(), calibration=tmp_path)
+
+
+def test_missing_tensors_and_missing_hook(dit, tmp_path):
+    from safetensors.torch import save_file
+
+    from hf_ext.diffusers import apply_echo_attention
+    from hf_ext.diffusers.echo_attention.api import TENSORS_NAME
+
+    handle = apply_echo_attention(dit, _cfg())
+    calls = [
+        {
+            "hidden_states": _inputs()[0],
+            "timestep": torch.tensor([500]),
+            "encoder_hidden_states": _inputs()[2],
+        }
+    ]
+    from hf_ext.diffusers import calibrate_echo
+
+    calibrate_echo(handle, calls, stages=(1,))
+    handle.save_pretrained(tmp_path)
+    handle.remove()
+    save_file({"route_op": torch.zeros(2, 2, dtype=torch.long)}, str(tmp_path / TENSORS_NAME))
+    with pytest.raises(ValueError, match=r"missing tensors \['route_budget', 'theta_a'"):
+        apply_echo_attention(dit, calibration=tmp_path)
+    fresh = tiny_wan_transformer()
+    handle = apply_echo_attention(fresh, _cfg())
+    proc = fresh.attn_processors["blocks.0.attn1.processor"]
+    handle._hook.remove()
+    with pytest.raises(RuntimeError, match="without the layout pre-hook"):
+        proc(fresh.blocks[0].attn1, torch.randn(1, 64, 64))
