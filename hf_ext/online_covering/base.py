@@ -21,6 +21,7 @@ from typing import Any
 
 from sklearn.base import BaseEstimator, clone
 
+from hf_ext._registry import paper
 from hf_ext.online_covering.offline import OfflineResult
 
 logger = logging.getLogger(__name__)
@@ -69,6 +70,8 @@ class OnlineCoveringAlgorithm(BaseEstimator):
     ``covers``, ``_decide`` (the online rule), ``offline`` (SOL of a request multiset), ``lazy_items``
     and ``min_item_cost``; optionally ``_connection_cost``, ``_on_buy`` and ``_check_order``.
     """
+
+    _paper = paper("online_covering")
 
     # ------------------------------------------------------------------ lifecycle
     def reset(self) -> OnlineCoveringAlgorithm:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from hf_ext._registry import paper
+
 MODES = ("echo", "sparse", "dense")
 ROUTINGS = ("static", "learned")
 
@@ -43,6 +45,8 @@ class EchoAttentionConfig:
         >>> EchoAttentionConfig(budget=0.125, dense_layers=()).budget
         0.125
     """
+
+    _paper = paper("echo_attention")
 
     mode: str = field(default="echo", metadata={"help": "echo | sparse | dense"})
     budget: float = field(default=0.25, metadata={"help": "attention FLOP fraction of dense, in (0, 1]"})

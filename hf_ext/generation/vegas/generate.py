@@ -83,6 +83,8 @@ class VegasStats:
 class VegasGenerateOutput(GenerateDecoderOnlyOutput):
     """``GenerateDecoderOnlyOutput`` plus ``vegas_stats`` (:class:`VegasStats`)."""
 
+    _paper = paper("vegas")
+
     vegas_stats: VegasStats | None = None
 
 

@@ -1,0 +1,40 @@
+from hf_ext._registry import MethodInfo
+
+METHOD = MethodInfo(
+    id="dem_hec",
+    name="Dem-HEC",
+    title="Dem-HEC: entropy-guided fine-tuning for natural-corruption robustness (title unconfirmed)",
+    venue="ICML 2026 (listed; unconfirmed)",
+    arxiv=None,
+    host="timm training task (timm.task.ClassificationTask subclass) + torchmetrics mCE",
+    extras=("timm", "metrics"),
+    public={
+        "DemHECConfig": "hf_ext.timm.dem_hec.config",
+        "DemHECTask": "hf_ext.timm.dem_hec.task",
+        "entropy_pgd": "hf_ext.timm.dem_hec.core",
+        "corrupt": "hf_ext.timm.corruptions",
+        "CorruptionTransform": "hf_ext.timm.corruptions",
+        "CorruptedDataset": "hf_ext.timm.corruptions",
+        "evaluate_corruptions": "hf_ext.timm.robust_eval",
+        "feature_entropy_profile": "hf_ext.timm.robust_eval",
+        "MeanCorruptionError": "hf_ext.metrics.corruption",
+        "mean_corruption_error": "hf_ext.metrics.functional.mean_corruption_error",
+    },
+    bench="hf_ext.timm.dem_hec.bench:run",
+    tour="hf_ext.timm.dem_hec.bench:tour",
+    citation="""@inproceedings{demhec2026,
+  title     = {Entropy-Guided Fine-Tuning for Natural-Corruption Robustness (Dem-HEC)},
+  booktitle = {International Conference on Machine Learning (ICML)},
+  year      = {2026},
+  note      = {OpenReview CVqYCYpq75; title, authors and venue unconfirmed}
+}""",
+    reconstructed=(
+        "high-entropy objective (normalised prediction + token feature entropy, sign ascent in an L-inf ball)",
+        "loss forms and weights (InfoNCE alignment, KD from a deep-copied snapshot)",
+        "defaults (eps, steps, weights, temperatures)",
+        "the corruption suite (ImageNet-C formulas, resolution-scaled; some approximations)",
+        "mCE as ImageNet-C defines it",
+    ),
+    note="Only the abstract is public; no headline number is confirmed, so none is quoted.",
+    spec="dem_hec.md",
+)
