@@ -7,6 +7,8 @@ neither torch nor any host library; ``from hf_ext import CAMPTrainer`` imports t
 from __future__ import annotations
 
 import logging
+import sys
+from collections.abc import Callable
 from typing import Any
 
 __version__ = "0.1.0"
@@ -65,11 +67,22 @@ def lazy_attribute(package: str, name: str, namespace: dict[str, Any]) -> Any:
     return value
 
 
-def __getattr__(name: str) -> Any:
-    if name.startswith("__"):
-        raise AttributeError(name)
-    return lazy_attribute(__name__, name, globals())
+def lazy_package(package: str) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """PEP 562 ``(__getattr__, __dir__)`` serving the registry names defined under ``package``.
+
+    A subpackage opts in with ``__getattr__, __dir__ = lazy_package(__name__)``; importing it then imports no
+    host library, and each name imports its host on first use.
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return lazy_attribute(package, name, vars(sys.modules[package]))
+
+    def __dir__() -> list[str]:
+        return sorted({*vars(sys.modules[package]), *_public_names(package)})
+
+    return __getattr__, __dir__
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_public_names()})
+__getattr__, __dir__ = lazy_package(__name__)

@@ -5,18 +5,6 @@ lazily from the method registry (``from hf_ext.kernels import block_sparse_atten
 package imports neither torch nor triton.
 """
 
-from __future__ import annotations
+from hf_ext import lazy_package
 
-from typing import Any
-
-from hf_ext import _public_names, lazy_attribute
-
-
-def __getattr__(name: str) -> Any:
-    if name.startswith("__"):
-        raise AttributeError(name)
-    return lazy_attribute(__name__, name, globals())
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_public_names(__name__)})
+__getattr__, __dir__ = lazy_package(__name__)

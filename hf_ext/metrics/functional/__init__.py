@@ -3,18 +3,6 @@
 Names resolve lazily from the method registry, so importing this package imports no host library.
 """
 
-from __future__ import annotations
+from hf_ext import lazy_package
 
-from typing import Any
-
-from hf_ext import _public_names, lazy_attribute
-
-
-def __getattr__(name: str) -> Any:
-    if name.startswith("__"):
-        raise AttributeError(name)
-    return lazy_attribute(__name__, name, globals())
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_public_names(__name__)})
+__getattr__, __dir__ = lazy_package(__name__)
