@@ -235,8 +235,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _quiet_hosts() -> None:
-    """Silence host progress bars and info logs so the CLI's own table stays readable."""
+    """Silence host progress bars, info logs and deprecation notices so the CLI's own table stays readable."""
     import os
+    import warnings
+
+    for category in (FutureWarning, DeprecationWarning):
+        warnings.filterwarnings("ignore", category=category)
 
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
