@@ -1,0 +1,46 @@
+from hf_ext._registry import MethodInfo
+
+_K = "hf_ext.peft.keystone"
+
+METHOD = MethodInfo(
+    id="keystone",
+    name="Keystone neurons",
+    title="Tiny Brains, Giant Impact: Uncovering the Keystone Neurons of LLM with Just a Few Prompts",
+    venue="ICML 2026",
+    arxiv="2605.24846",
+    host="PEFT ShiraConfig subclass (custom mask_fn) + forward-hook ablation on transformers causal LMs",
+    extras=("peft", "transformers"),
+    public={
+        "KeystoneConfig": f"{_K}.config",
+        "KeystoneSet": f"{_K}.sets",
+        "KeystoneGradMaskCallback": f"{_K}.callback",
+        "find_keystone_neurons": f"{_K}.core",
+        "select_k_by_ablation": f"{_K}.core",
+        "keystone_iou": f"{_K}.core",
+        "ablate_neurons": f"{_K}.ablate",
+        "random_neuron_set": f"{_K}.ablate",
+        "attach_keystone_grad_mask": f"{_K}.adapter",
+        "save_keystone_adapter": f"{_K}.adapter",
+        "load_keystone_adapter": f"{_K}.adapter",
+        "keystone_trainable_parameters": f"{_K}.adapter",
+    },
+    bench=f"{_K}.bench:run",
+    tour=None,
+    citation=(
+        "@inproceedings{ji2026keystone,\n"
+        "  title={Tiny Brains, Giant Impact: Uncovering the Keystone Neurons of {LLM} with Just a Few Prompts},\n"
+        "  author={Ji and Chen and Cai and Wang and Zhang and Chua},\n"
+        "  booktitle={International Conference on Machine Learning (ICML)},\n"
+        "  year={2026},\n"
+        "  note={arXiv:2605.24846}\n"
+        "}"
+    ),
+    reconstructed=(
+        "neuron = one output channel (weight row) of q/k/v/o/gate/up projections (down_proj excluded)",
+        "score = min over tasks of per-module mean-normalised mean |activation|, BOS dropped",
+        "global top-k selection and select_k_by_ablation rule",
+        "keystone-only SFT parameterisation: weight rows only, as SHiRA entries with frozen zero pads",
+    ),
+    note="Method section unavailable; the statistic is a reconstruction that reproduces the collapse on Gemma-3-270M.",
+    spec="keystone.md",
+)

@@ -1,0 +1,1 @@
+"""PEFT host components (configs built on peft's public extension points)."""
