@@ -22,6 +22,7 @@ from diffusers.models.attention_processor import CogVideoXAttnProcessor2_0
 from hf_ext._registry import paper
 from hf_ext.diffusers.echo_attention.config import EchoAttentionConfig
 from hf_ext.diffusers.echo_attention.core import Layout, allocate, tile_mass
+from hf_ext.diffusers.echo_attention.processors import StepContext
 from hf_ext.kernels.block_sparse_attention import block_sparse_attention
 
 logger = logging.getLogger(__name__)
@@ -30,19 +31,8 @@ SUPPORTED_COGVIDEOX = ("CogVideoXTransformer3DModel",)
 
 
 @dataclass
-class CogVideoXContext:
-    """Layout and denoising-step state shared by the pre-hook and the processors of one transformer.
-
-    Attributes:
-        block: Tile size ``b``.
-        layout: ``(F, P, b)`` of the current call (video tokens only), set by :meth:`pre_hook`.
-        step: Count of distinct timesteps in the current run (a larger timestep than the last starts a new run).
-    """
-
-    block: int
-    layout: Layout | None = None
-    step: int = 0
-    last_t: float | None = None
+class CogVideoXContext(StepContext):
+    """:class:`StepContext` whose pre-hook reads CogVideoX's ``[B, F, C, H, W]`` latents (``patch_size_t`` aware)."""
 
     def pre_hook(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """``register_forward_pre_hook(with_kwargs=True)`` callback; ``hidden_states`` is ``[B, F, C, H, W]``."""
@@ -50,15 +40,7 @@ class CogVideoXContext:
         p, pt = module.config.patch_size, module.config.patch_size_t
         frames = x.shape[1] if pt is None else x.shape[1] // pt
         self.layout = Layout(frames, (x.shape[3] // p) * (x.shape[4] // p), self.block)
-        t = kwargs.get("timestep", args[2] if len(args) > 2 else None)
-        if t is None:
-            return
-        t = float(torch.as_tensor(t).flatten()[0])
-        if self.last_t is None or t > self.last_t:
-            self.step = 0
-        elif t < self.last_t:
-            self.step += 1
-        self.last_t = t
+        self.observe_timestep(kwargs.get("timestep", args[2] if len(args) > 2 else None))
 
 
 class SparseCogVideoXAttnProcessor(CogVideoXAttnProcessor2_0):

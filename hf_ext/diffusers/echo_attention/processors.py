@@ -27,22 +27,44 @@ OPERATORS = ("dense", "sparse", "echo")
 
 
 @dataclass
-class EchoContext:
-    """State shared by the pre-hook and the processors of one transformer.
+class StepContext:
+    """Layout and denoising-step state a transformer's pre-hook shares with its processors.
 
     Attributes:
-        layout: ``(F, P, b)`` of the current call, set by the hook.
+        block: Tile size ``b``.
+        layout: ``(F, P, b)`` of the current call (video tokens only), set by the hook.
         step: Denoising-step index: the count of distinct timesteps in the current run (CFG's two calls at one
             timestep share it; a larger timestep than the last starts a new run).
-        calibrating: Ignore the dense schedule (calibration evaluates the operators at every step).
-        force_dense: Run every head densely (recording the dense reference).
-        record: When not ``None``, processors append ``(q, k, v)`` ``[B, S, H, D]`` per layer here.
     """
 
     block: int
     layout: Layout | None = None
     step: int = 0
     last_t: float | None = None
+
+    def observe_timestep(self, timestep: Any) -> None:
+        """Advance ``step`` when ``timestep`` (a scalar or batch tensor, or ``None``) moves to a new value."""
+        if timestep is None:
+            return
+        t = float(torch.as_tensor(timestep).flatten()[0])
+        if self.last_t is None or t > self.last_t:
+            self.step = 0
+        elif t < self.last_t:
+            self.step += 1
+        self.last_t = t
+
+
+@dataclass
+class EchoContext(StepContext):
+    """State shared by the pre-hook and the processors of one transformer.
+
+    Attributes:
+        layout, step: see :class:`StepContext`.
+        calibrating: Ignore the dense schedule (calibration evaluates the operators at every step).
+        force_dense: Run every head densely (recording the dense reference).
+        record: When not ``None``, processors append ``(q, k, v)`` ``[B, S, H, D]`` per layer here.
+    """
+
     calibrating: bool = False
     force_dense: bool = False
     record: dict[int, list[tuple[torch.Tensor, ...]]] | None = None
@@ -53,15 +75,7 @@ class EchoContext:
         x = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
         pt, ph, pw = module.config.patch_size
         self.layout = Layout(x.shape[2] // pt, (x.shape[3] // ph) * (x.shape[4] // pw), self.block)
-        t = kwargs.get("timestep", args[1] if len(args) > 1 else None)
-        if t is None:
-            return
-        t = float(torch.as_tensor(t).flatten()[0])
-        if self.last_t is None or t > self.last_t:
-            self.step = 0
-        elif t < self.last_t:
-            self.step += 1
-        self.last_t = t
+        self.observe_timestep(kwargs.get("timestep", args[1] if len(args) > 1 else None))
 
 
 class EchoWanAttnProcessor(WanAttnProcessor):
