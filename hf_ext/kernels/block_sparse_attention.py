@@ -80,11 +80,8 @@ def block_sparse_attention(
             q, k, v, lut, lut_count, block, scale, kv_valid, pslot, n_p
         )
     else:
-        out, lse = _reference_block_sparse_attention(q, k, v, lut, lut_count, block, scale, kv_valid)
-        parts = (
-            None
-            if tile_partials is None
-            else _reference_tile_partials(q, k, v, tile_partials, block, scale, kv_valid)
+        out, lse, parts = _reference_block_sparse_attention(
+            q, k, v, lut, lut_count, block, scale, kv_valid, tile_partials, pslot
         )
     if tile_partials is None:
         return out, lse
@@ -199,10 +196,13 @@ def _gather_tiles(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 
 
 def _softmax_lse(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Row softmax over the last dim with ``-inf`` masking: (unnormalised p, normaliser l, lse)."""
-    m = logits.amax(-1, keepdim=True)
+    """Row softmax over the last dim with ``-inf`` masking, in place: (unnormalised p, normaliser l, lse).
+
+    The row max is detached: a constant shift, so gradients are unchanged and ``logits`` may be reused.
+    """
+    m = logits.detach().amax(-1, keepdim=True)
     m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
-    p = torch.exp(logits - m)
+    p = logits.sub_(m).exp_()
     l_sum = p.sum(-1, keepdim=True)
     lse = (m + l_sum.log()).squeeze(-1)
     return p, l_sum.clamp_min(torch.finfo(torch.float32).tiny), lse
@@ -217,67 +217,160 @@ def _reference_block_sparse_attention(
     block: int,
     scale: float,
     kv_valid: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gather the kept K/V tiles of every query tile, then one masked softmax over them (fp32).
+    pairs: torch.Tensor | None = None,
+    pslot: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, Partials | None]:
+    """Exact fp32 reference, organised for CPU speed.
 
-    On CPU the softmax runs in torch's fused flash-attention CPU op (which also returns the LSE) with the
-    gathered tiles as the batch; elsewhere, or when a row sees no valid key, in plain einsum/exp.
+    Query tiles are grouped by the number of key tiles they keep, so each group is one batched attention over
+    gathered K/V tiles with no padding slots. Tiles listed in ``pairs`` (the echo representatives) are left out
+    of that pass: their per-tile partials are computed once and merged into the output by the LSE rule, so no
+    tile is attended twice. On CPU the batched attention is torch's flash-attention CPU op (which also returns
+    the LSE); elsewhere, or when a row sees no valid key, plain einsum/exp.
     """
     b, h, s, d = q.shape
-    max_k = lut.shape[-1]
-    qt = _tiles(q, block)  # [B, H, n, b, D]
-    ids = lut.long().clamp_min(0)
-    kg = _gather_tiles(_tiles(k, block), ids).flatten(3, 4)  # [B, H, n_q, K*b, D]
-    vg = _gather_tiles(_tiles(v, block), ids).flatten(3, 4)
-    live = torch.arange(max_k, device=q.device) < lut_count[..., None]  # [B, H, n_q, K]
-    keep = (_valid_tiles(kv_valid, s, block, q.device)[ids] & live[..., None]).flatten(3, 4)
-    if q.device.type == "cpu" and bool(keep.any(-1).all()):
-        mask = None
-        if not bool(keep.all()):
-            mask = torch.zeros(keep.shape).masked_fill_(~keep, -math.inf).flatten(0, 2)[:, None, None, :]
-        o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            qt.flatten(0, 2)[:, None], kg.flatten(0, 2)[:, None], vg.flatten(0, 2)[:, None], 0.0, False,
-            attn_mask=mask, scale=scale,
-        )  # fmt: skip
-        out, lse = o.view(b, h, -1, d), lse.view(b, h, -1)
-    else:
-        logits = torch.einsum("bhqid,bhqjd->bhqij", qt, kg) * scale
-        p, l_sum, lse = _softmax_lse(logits.masked_fill(~keep[..., None, :], -math.inf))
-        out = (torch.einsum("bhqij,bhqjd->bhqid", p, vg) / l_sum).flatten(2, 3)
-        lse = lse.flatten(2, 3)
-    return out[:, :, :s].to(q.dtype), lse[:, :, :s]
+    n, max_k = lut.shape[2], lut.shape[3]
+    qt, kt, vt = (_tiles(x, block).flatten(0, 2) for x in (q, k, v))  # [B*H*n, block, D]
+    live = torch.arange(max_k, device=q.device) < lut_count[..., None]
+    if pslot is not None:
+        live = live & (pslot < 0)
+    base = torch.arange(b * h, device=q.device).view(b, h, 1, 1) * n
+    ids = torch.where(live, lut.long() + base, -1).flatten(0, 2).sort(-1, descending=True).values
+    count = live.flatten(0, 2).sum(-1)
+    valid = _valid_tiles(kv_valid, s, block, q.device)  # [n, block]
+    masked = kv_valid is not None or s % block != 0
+    out = torch.zeros(b * h * n, block, d, device=q.device)
+    lse = torch.full((b * h * n, block), -math.inf, device=q.device)
+    scratch = not (torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)))
+    for c in count.unique().tolist():
+        if c == 0:
+            continue
+        rows = (count == c).nonzero().squeeze(1)
+        sel = ids[rows, :c]
+        keep = valid[sel % n].flatten(1) if masked else None  # [rows, c*block]
+        o, l_sum = _attend(
+            qt.index_select(0, rows),
+            _gather(kt, sel, "k", scratch),
+            _gather(vt, sel, "v", scratch),
+            keep,
+            scale,
+        )
+        out.index_copy_(0, rows, o)
+        lse.index_copy_(0, rows, l_sum)
+    parts = None
+    if pairs is not None:
+        pad = (pairs[..., 0].flatten() < 0).nonzero().squeeze(1)
+        rows = (base[..., 0] + pairs[..., 0].long().clamp_min(0)).flatten()
+        cols = (base[..., 0] + pairs[..., 1].long().clamp_min(0)).flatten()
+        p_out, p_lse = _attend_math(
+            _gather(qt, rows[:, None], "pq", scratch),
+            _gather(kt, cols[:, None], "k", scratch),
+            _gather(vt, cols[:, None], "v", scratch),
+            valid[cols % n] if masked else None,
+            scale,
+        )
+        p_out, p_lse = (
+            p_out.index_fill_(0, pad, 0.0),
+            p_lse.index_fill_(0, pad, -math.inf),
+        )  # merge as nothing
+        out, lse = _merge_partials(out, lse, p_out, p_lse, rows)
+        parts = (p_out.view(*pairs.shape[:3], block, d), p_lse.view(*pairs.shape[:3], block))
+    out = out.view(b, h, n * block, d)[:, :, :s].to(q.dtype)
+    return out, lse.view(b, h, n * block)[:, :, :s], parts
 
 
-def _reference_tile_partials(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    pairs: torch.Tensor,
-    block: int,
-    scale: float,
-    kv_valid: torch.Tensor | None,
-) -> Partials:
-    """Per-tile partials ``(O_t, lse_t)`` of the listed (query tile, key tile) pairs (fp32)."""
-    ok = pairs[..., 0] >= 0
-    qi, ki = pairs[..., 0].clamp_min(0), pairs[..., 1].clamp_min(0)
-    qg = _gather_tiles(_tiles(q, block), qi)  # [B, H, n_p, b, D]
-    kg = _gather_tiles(_tiles(k, block), ki)
-    vg = _gather_tiles(_tiles(v, block), ki)
-    keep = _valid_tiles(kv_valid, q.shape[2], block, q.device)[ki.long()]
-    if q.device.type == "cpu" and bool(keep.any(-1).all()):
+_SCRATCH: dict[tuple[str, torch.device], torch.Tensor] = {}
+_SCRATCH_MAX = 1 << 26  # elements (256 MB of fp32) per buffer
+_CHUNK = 1 << 19  # logits per chunk of :func:`_attend_math` (cache-sized)
+
+
+def _gather(x: torch.Tensor, sel: torch.Tensor, name: str, scratch: bool) -> torch.Tensor:
+    """Tiles ``sel`` ``[R, c]`` of ``x`` ``[N, block, D]`` -> ``[R, c*block, D]``.
+
+    With ``scratch`` (no autograd through the result) the copy lands in a reused per-process buffer: fresh
+    large CPU allocations are page-faulted on every call and cost several times the copy itself.
+    """
+    r, c = sel.shape
+    shape = (r * c, x.shape[1] * x.shape[2])
+    numel = shape[0] * shape[1]
+    src = x.view(x.shape[0], -1)
+    if not scratch or numel > _SCRATCH_MAX:
+        return src.index_select(0, sel.flatten()).view(r, c * x.shape[1], x.shape[2])
+    key = (name, x.device)
+    buf = _SCRATCH.get(key)
+    if buf is None or buf.numel() < numel:
+        buf = _SCRATCH[key] = torch.empty(numel, dtype=torch.float32, device=x.device)
+    dst = buf[:numel].view(shape)
+    torch.index_select(src, 0, sel.flatten(), out=dst)
+    return dst.view(r, c * x.shape[1], x.shape[2])
+
+
+def _attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batched attention ``[R, b, D]`` x ``[R, m, D]`` (fp32) with key mask ``keep`` ``[R, m]`` -> (out, lse).
+
+    On CPU, torch's flash-attention CPU op (it also returns the LSE); elsewhere, when a row sees no valid key, or
+    when gradients are needed, :func:`_attend_math`.
+    """
+    grads = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
+    if q.device.type == "cpu" and not grads and (keep is None or bool(keep.any(-1).all())):
         mask = None
-        if not bool(keep.all()):
-            mask = torch.zeros(keep.shape).masked_fill_(~keep, -math.inf).flatten(0, 2)[:, None, None, :]
+        if keep is not None and not bool(keep.all()):
+            mask = torch.zeros(keep.shape, device=q.device).masked_fill_(~keep, -math.inf)[:, None, None, :]
         o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            qg.flatten(0, 2)[:, None], kg.flatten(0, 2)[:, None], vg.flatten(0, 2)[:, None], 0.0, False,
-            attn_mask=mask, scale=scale,
-        )  # fmt: skip
-        out, lse = o.view(qg.shape), lse.view(qg.shape[:-1])
-    else:
-        logits = torch.einsum("bhpid,bhpjd->bhpij", qg, kg) * scale
-        p, l_sum, lse = _softmax_lse(logits.masked_fill(~keep[..., None, :], -math.inf))
-        out = torch.einsum("bhpij,bhpjd->bhpid", p, vg) / l_sum
-    return out * ok[..., None, None], torch.where(ok[..., None], lse, -math.inf)
+            q[:, None], k[:, None], v[:, None], 0.0, False, attn_mask=mask, scale=scale
+        )
+        return o[:, 0], lse[:, 0]
+    return _attend_math(q, k, v, keep, scale)
+
+
+def _attend_math(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_attend` as explicit logits, softmax and product, in row chunks of ``_CHUNK`` logits.
+
+    Faster than the flash op on CPU for one-tile rows (the per-tile partials); differentiable.
+    """
+    r, b, m = q.shape[0], q.shape[1], k.shape[1]
+    step = max(1, _CHUNK // (b * m))
+    out, lse = q.new_empty(q.shape), q.new_empty(q.shape[:2])
+    grads = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
+    buf = None if grads else q.new_empty(min(step, r), b, m)  # reused: fresh large buffers page-fault
+    for lo in range(0, r, step):
+        sl = slice(lo, lo + step)
+        if buf is None:
+            logits = torch.bmm(q[sl], k[sl].transpose(1, 2)) * scale
+        else:
+            logits = torch.bmm(q[sl], k[sl].transpose(1, 2), out=buf[: min(step, r - lo)]).mul_(scale)
+        if keep is not None:
+            logits = logits.masked_fill_(~keep[sl, None, :], -math.inf)
+        p, l_sum, lse[sl] = _softmax_lse(logits)
+        if grads:
+            out[sl] = torch.bmm(p, v[sl]) / l_sum
+        else:
+            torch.bmm(p, v[sl], out=out[sl]).div_(l_sum)
+    return out, lse
+
+
+def _merge_partials(
+    out: torch.Tensor, lse: torch.Tensor, p_out: torch.Tensor, p_lse: torch.Tensor, rows: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """LSE-merge partials ``p_out`` ``[M, b, D]`` / ``p_lse`` ``[M, b]`` into rows ``rows`` of ``out``/``lse``.
+
+    The weighted partials are built in chunks of ``_CHUNK`` elements, so they stay in cache.
+    """
+    m = lse.scatter_reduce(0, rows[:, None].expand_as(p_lse), p_lse, "amax")
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    w = torch.exp(lse - m)
+    w_p = torch.exp(p_lse - m[rows])
+    den = w.index_add(0, rows, w_p)
+    num = out * w[..., None]
+    step = max(1, _CHUNK // (p_out.shape[1] * p_out.shape[2]))
+    for lo in range(0, rows.shape[0], step):
+        sl = slice(lo, lo + step)
+        num = num.index_add_(0, rows[sl], p_out[sl] * w_p[sl, :, None])
+    return num / den.clamp_min(torch.finfo(torch.float32).tiny)[..., None], m + den.log()
 
 
 @cache

@@ -25,6 +25,7 @@ import torch
 from hf_ext.kernels._dispatch import resolve_backend
 
 Theta = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+_CHUNK = 1 << 18  # elements of echoed partials built at once by the PyTorch path (cache-sized)
 
 
 def echo_merge(
@@ -136,10 +137,11 @@ def _reference_echo_merge(
     echo_csr: tuple[torch.Tensor, torch.Tensor],
     theta: Theta,
 ) -> torch.Tensor:
-    """Vectorised LSE merge: ``scatter_reduce`` for the row maxima, ``index_add`` / sparse products for the sums.
+    """Vectorised LSE merge: ``scatter_reduce`` for the row maxima, ``index_add`` for the sums.
 
-    With gradients on (stage-3 calibration) the echoed partials are materialised, since the backward of a
-    sparse product would densify its ``[S, n_p * b]`` matrix.
+    The weighted echoed partials ``w_x a O_rep`` are built and added in chunks of ``_CHUNK`` elements, so they
+    stay in cache and never materialise at ``[n_entries, b, D]``; the ``w_x c`` terms are summed per (row,
+    parameter id) first. The path is differentiable in ``theta`` (stage-3 calibration).
     """
     b, h, s, d = out_e.shape
     blk = rep_out.shape[3]
@@ -170,24 +172,21 @@ def _reference_echo_merge(
     w_t = torch.exp(l_t - m)
     w_x = torch.exp(l_x - m[flat_q])  # [n_live, b]
     rep_flat = rep_out.reshape(-1, blk, d).to(torch.float32)
-    grads = torch.is_grad_enabled() and any(t.requires_grad for t in (*theta, rep_out, rep_lse, out_e, lse_e))
-    if grads:  # differentiable path (calibration): materialise the echoed partials [n_live, b, D]
-        o_x = a[hh, g][:, None, None] * rep_flat[flat_r] + c[hh, g][:, None, :]
-        echo_num = torch.zeros_like(o_t).index_add(0, flat_q, o_x * w_x[..., None])
-    else:  # inference: sum_e w_x (a O_rep + c) as two sparse products, never materialising [n_live, b, D]
-        i = torch.arange(blk, device=out_e.device)
-        rows = (flat_q[:, None] * blk + i).flatten()
-        size = b * h * n_q * blk
-        m_rep = torch.sparse_coo_tensor(
-            torch.stack([rows, (flat_r[:, None] * blk + i).flatten()]), (a[hh, g][:, None] * w_x).flatten(),
-            (size, rep_flat.shape[0] * blk), check_invariants=False,
-        )  # fmt: skip
-        m_c = torch.sparse_coo_tensor(
-            torch.stack([rows, (hh * a.shape[-1] + g)[:, None].expand(-1, blk).flatten()]), w_x.flatten(),
-            (size, h * a.shape[-1]), check_invariants=False,
-        )  # fmt: skip
-        echo_num = torch.sparse.mm(m_rep, rep_flat.reshape(-1, d)) + torch.sparse.mm(m_c, c.reshape(-1, d))
-    num = o_t * w_t[..., None] + echo_num.view(-1, blk, d)
+    coef = a[hh, g][:, None] * w_x  # [n_live, b]
+    echo_num = torch.zeros_like(o_t)
+    step = max(1, _CHUNK // (blk * d))
+    for lo in range(0, flat_q.shape[0], step):
+        sl = slice(lo, lo + step)
+        echo_num = echo_num.index_add_(
+            0, flat_q[sl], rep_flat.index_select(0, flat_r[sl]) * coef[sl, :, None]
+        )
+    # the c_g terms: sum the weights per (query row, parameter id) first, then one small product per head
+    n_g = a.shape[-1]
+    w_g = torch.zeros(b * h * n_q * n_g, blk, device=out_e.device).index_add_(0, flat_q * n_g + g, w_x)
+    echo_num = echo_num + torch.einsum(
+        "bhqgi,hgd->bhqid", w_g.view(b, h, n_q, n_g, blk), c.to(torch.float32)
+    ).reshape_as(echo_num)
+    num = o_t * w_t[..., None] + echo_num
     den = torch.index_add(w_t, 0, flat_q, w_x)
     out = num / den.clamp_min(torch.finfo(torch.float32).tiny)[..., None]
     return out.view(b, h, n_q * blk, d)[:, :, :s].to(out_e.dtype)
