@@ -6,6 +6,7 @@ Importing this package imports diffusers (``pip install hf-ext[diffusers]``).
 from hf_ext.diffusers.echo_attention import (
     EchoAttentionConfig,
     EchoAttentionHandle,
+    EchoCogVideoXAttnProcessor,
     EchoWanAttnProcessor,
     apply_echo_attention,
     calibrate_echo,
@@ -14,6 +15,7 @@ from hf_ext.diffusers.echo_attention import (
 __all__ = [
     "EchoAttentionConfig",
     "EchoAttentionHandle",
+    "EchoCogVideoXAttnProcessor",
     "EchoWanAttnProcessor",
     "apply_echo_attention",
     "calibrate_echo",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from hf_ext.testing.models import (
     tiny_causal_lm,
+    tiny_cogvideox_transformer,
     tiny_gemma3,
     tiny_llama,
     tiny_llava,
@@ -26,6 +27,7 @@ __all__ = [
     "DEFAULT_WORDS",
     "requires",
     "tiny_causal_lm",
+    "tiny_cogvideox_transformer",
     "tiny_gemma3",
     "tiny_llama",
     "tiny_llava",

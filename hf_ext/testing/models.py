@@ -139,6 +139,39 @@ def tiny_wan_transformer(seed: int = 0, **overrides: Any) -> Any:
     return _seeded(seed, lambda: WanTransformer3DModel(**kw))
 
 
+def tiny_cogvideox_transformer(seed: int = 0, **overrides: Any) -> Any:
+    """A tiny ``CogVideoXTransformer3DModel``: 2 layers, 2 heads of dim 32, joint text-video attention.
+
+    Inputs: latents ``(B, F, 4, H, W)`` with ``H, W`` even (``[B, F, C, H, W]``, CogVideoX's order), text
+    ``(B, 8, 32)``, timestep ``(B,)``; sincos positional embeddings (recomputed for other sizes than
+    ``3 x 16 x 16``).
+
+    Examples:
+        >>> dit = tiny_cogvideox_transformer()
+        >>> out = dit(torch.randn(1, 3, 4, 16, 16), torch.randn(1, 8, 32), torch.tensor([500])).sample
+        >>> tuple(out.shape)
+        (1, 3, 4, 16, 16)
+    """
+    from diffusers import CogVideoXTransformer3DModel
+
+    kw = dict(
+        num_attention_heads=2,
+        attention_head_dim=32,
+        in_channels=4,
+        out_channels=4,
+        text_embed_dim=32,
+        num_layers=2,
+        sample_width=16,
+        sample_height=16,
+        sample_frames=9,
+        patch_size=2,
+        time_embed_dim=32,
+        max_text_seq_length=8,
+    )
+    kw.update(overrides)
+    return _seeded(seed, lambda: CogVideoXTransformer3DModel(**kw))
+
+
 def tiny_wan_pipeline(seed: int = 0) -> Any:
     """A tiny ``WanPipeline`` (DiT + VAE + UMT5 + word tokenizer); call it with ``height=width=16, num_frames=9``."""
     from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, WanPipeline

@@ -9,6 +9,7 @@ from hf_ext.diffusers.echo_attention.core import (
     Layout,
     accumulate_theta_stats,
     allocate,
+    band_partials,
     flop_costs,
     identity_theta,
     new_theta_stats,
@@ -31,6 +32,23 @@ def test_layout_is_frame_major_and_tiles_never_straddle_frames():
     valid = lay.valid(torch.device("cpu"))
     assert valid.view(3, 32).sum(-1).tolist() == [20, 20, 20]
     torch.testing.assert_close(lay.unpad(padded), x)
+
+
+def test_band_partials_mask_padded_keys_per_key_tile():
+    lay = Layout(frames=3, tokens_per_frame=20, block=16)  # tile 1 of each frame: 4 real keys, 12 padding
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (lay.pad(torch.randn(1, 1, 60, 8, generator=g)) for _ in range(3))
+    tiles = [x.view(3, 2, 16, 8) for x in (q, k, v)]
+    n_valid = (16, 4)
+    for delta in (-1, 0, 2):
+        out, lse = band_partials(q, k, v, lay, delta)
+        for i, fq in enumerate(range(max(0, -delta), 3 - max(0, delta))):
+            for s in range(2):
+                for t in range(2):
+                    kk, vv = tiles[1][fq + delta, t, : n_valid[t]], tiles[2][fq + delta, t, : n_valid[t]]
+                    logits = tiles[0][fq, s] @ kk.T * 8**-0.5
+                    torch.testing.assert_close(lse[0, 0, s, t, i], logits.logsumexp(-1))
+                    torch.testing.assert_close(out[0, 0, s, t, i], logits.softmax(-1) @ vv)
 
 
 def test_hand_counted_flops_for_two_frames_two_tiles():

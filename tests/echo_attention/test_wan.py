@@ -129,6 +129,20 @@ def test_calibrate_save_and_reload_bit_identical(dit, tmp_path):
         calibrate_echo(again, calls)
 
 
+def test_calibrate_on_padded_tiles(dit):
+    from hf_ext.diffusers import apply_echo_attention, calibrate_echo
+
+    x, t, txt = _inputs(frames=3, side=12)  # 36 tokens per frame: the last tile of a frame holds 4
+    calls = [
+        {"hidden_states": _inputs(frames=3, side=12, seed=1)[0], "timestep": t, "encoder_hidden_states": txt}
+    ]
+    handle = apply_echo_attention(dit, _cfg(budget=0.5))
+    report = calibrate_echo(handle, calls, stage3_steps=1)
+    assert report["layout"] == (3, 36)
+    assert all(torch.isfinite(p).all() for p in (handle.params.a, handle.params.c, handle.params.w))
+    assert torch.isfinite(_run(dit, x, t, txt)).all()
+
+
 @pytest.mark.slow
 def test_learned_routing_calibrates(dit):
     from hf_ext.diffusers import apply_echo_attention, calibrate_echo

@@ -9,9 +9,12 @@ import json
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from diffusers.models.attention_processor import CogVideoXAttnProcessor2_0
+from diffusers.models.transformers.transformer_wan import WanAttnProcessor
 
 from hf_ext._registry import paper
 from hf_ext.diffusers.echo_attention.calibrate import (
@@ -21,13 +24,43 @@ from hf_ext.diffusers.echo_attention.calibrate import (
     route_learned,
     route_static,
 )
+from hf_ext.diffusers.echo_attention.cogvideox import CogVideoXContext, EchoCogVideoXAttnProcessor
 from hf_ext.diffusers.echo_attention.config import EchoAttentionConfig
 from hf_ext.diffusers.echo_attention.core import EchoParams, Layout
-from hf_ext.diffusers.echo_attention.processors import OPERATORS, EchoContext, EchoWanAttnProcessor
+from hf_ext.diffusers.echo_attention.processors import (
+    OPERATORS,
+    EchoContext,
+    EchoWanAttnProcessor,
+    RoutedAttention,
+)
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED = ("WanTransformer3DModel",)
+
+@dataclass(frozen=True)
+class Host:
+    """How EchoAttention plugs into one transformer class.
+
+    Attributes:
+        blocks: Attribute holding the transformer blocks (each with an ``attn1``).
+        stock: The host's own ``attn1`` processor class (the only one that may be replaced).
+        processor: The EchoAttention processor class installed on ``attn1``.
+        context: The context class whose pre-hook reads the latent layout and timestep.
+    """
+
+    blocks: str
+    stock: type
+    processor: type
+    context: type
+
+
+HOSTS = {
+    "WanTransformer3DModel": Host("blocks", WanAttnProcessor, EchoWanAttnProcessor, EchoContext),
+    "CogVideoXTransformer3DModel": Host(
+        "transformer_blocks", CogVideoXAttnProcessor2_0, EchoCogVideoXAttnProcessor, CogVideoXContext
+    ),
+}
+SUPPORTED = tuple(HOSTS)
 CONFIG_NAME = "echo_attention_config.json"
 TENSORS_NAME = "echo_attention.safetensors"
 THETA_KEYS = ("theta_a", "theta_c", "theta_u", "theta_w")
@@ -72,7 +105,8 @@ class EchoAttentionHandle:
     def stats(self) -> list[dict[str, Any]]:
         """Per (layer, head) of the last call: operator, FLOP fraction, exact/echoed/dropped tiles, echo coverage.
 
-        Counts are for batch element 0; layers whose last call was all dense report ``"dense"``.
+        Counts are for batch element 0; layers whose last call was all dense report ``"dense"``. FLOP fractions
+        count the video-video part (joint models keep the text rows and columns dense on top).
         """
         rows = []
         for layer in range(self.params.num_layers):
@@ -153,7 +187,8 @@ def apply_echo_attention(
     left as they are (same objects); :meth:`EchoAttentionHandle.remove` restores everything.
 
     Args:
-        transformer: A diffusers ``WanTransformer3DModel``.
+        transformer: A diffusers ``WanTransformer3DModel`` or ``CogVideoXTransformer3DModel`` (joint text-video
+            attention: text rows and columns stay dense).
         config: *optional* settings (defaults to ``EchoAttentionConfig()``); not allowed with ``calibration``.
         calibration: *optional* folder written by :meth:`EchoAttentionHandle.save_pretrained`.
 
@@ -161,7 +196,8 @@ def apply_echo_attention(
         The handle.
 
     Raises:
-        TypeError: unsupported transformer class, or an ``attn1`` processor that is not a ``WanAttnProcessor``.
+        TypeError: unsupported transformer class, or an ``attn1`` processor that is not the host's own
+            (``WanAttnProcessor`` / ``CogVideoXAttnProcessor2_0``).
         ValueError: ``dense_layers`` out of range, an already patched transformer, or a bad calibration folder.
 
     Example:
@@ -177,10 +213,9 @@ def apply_echo_attention(
         >>> torch.equal(dit(x, t, txt).sample, ref)
         True
     """
-    from diffusers.models.transformers.transformer_wan import WanAttnProcessor
-
     name = type(transformer).__name__
-    if name not in SUPPORTED:
+    host = HOSTS.get(name)
+    if host is None:
         raise TypeError(
             f"`transformer` must be one of {SUPPORTED}, got {name}. Other video DiTs are not supported yet."
         )
@@ -197,7 +232,8 @@ def apply_echo_attention(
             meta = json.load(fh)
         config = EchoAttentionConfig(**meta["config"])
     config = config or EchoAttentionConfig()
-    n_layers = len(transformer.blocks)
+    blocks = getattr(transformer, host.blocks)
+    n_layers = len(blocks)
     bad = [i for i in config.dense_layers if i >= n_layers]
     if bad:
         raise ValueError(f"`dense_layers` must index blocks in [0, {n_layers}), got {config.dense_layers!r}.")
@@ -205,23 +241,26 @@ def apply_echo_attention(
     for key, proc in procs.items():
         if ".attn1." not in key:
             continue
-        if isinstance(proc, EchoWanAttnProcessor):
-            raise ValueError(f"{key} already has an EchoWanAttnProcessor; call `handle.remove()` first.")
-        if not isinstance(proc, WanAttnProcessor):
-            raise TypeError(f"{key} must be a WanAttnProcessor to be replaced, got {type(proc).__name__}.")
-    attn = transformer.blocks[0].attn1
+        if isinstance(proc, RoutedAttention):
+            raise ValueError(f"{key} already has a {type(proc).__name__}; call `handle.remove()` first.")
+        if not isinstance(proc, host.stock):
+            raise TypeError(
+                f"{key} must be a {host.stock.__name__} to be replaced, got {type(proc).__name__}."
+            )
+    attn = blocks[0].attn1
     params = EchoParams(n_layers, attn.heads, attn.inner_dim // attn.heads).to(
         next(transformer.parameters()).device
     )
-    context = EchoContext(block=config.block_size)
+    context = host.context(block=config.block_size)
     new = {}
     for key, proc in procs.items():
         if ".attn1." not in key:
             new[key] = proc
             continue
-        new[key] = EchoWanAttnProcessor(config, int(key.split(".")[1]), context, params)
-        new[key]._attention_backend = proc._attention_backend  # keep the user's backend choice
-        new[key]._parallel_config = proc._parallel_config
+        new[key] = host.processor(config, int(key.split(".")[1]), context, params)
+        for attr in ("_attention_backend", "_parallel_config"):  # keep the user's backend choice (Wan)
+            if hasattr(proc, attr):
+                setattr(new[key], attr, getattr(proc, attr))
     transformer.set_attn_processor(dict(new))
     hook = transformer.register_forward_pre_hook(context.pre_hook, with_kwargs=True)
     handle = EchoAttentionHandle(transformer, config, context, params, dict(procs), hook)

@@ -22,11 +22,19 @@ from hf_ext.diffusers.echo_attention.core import (
     stage1_stats,
     static_route,
 )
-from hf_ext.diffusers.echo_attention.processors import DENSE, ECHO, SPARSE, EchoContext
+from hf_ext.diffusers.echo_attention.processors import (
+    DENSE,
+    ECHO,
+    SPARSE,
+    AttnRecord,
+    EchoContext,
+    dense_partial,
+)
 
 logger = logging.getLogger(__name__)
 
 QKV = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+Record = AttnRecord | QKV  # video q, k, v [B, S, H, D] (+ text k, v [B, T, H, D] for joint models)
 
 
 def budget_options(budget: float) -> list[float]:
@@ -37,7 +45,7 @@ def budget_options(budget: float) -> list[float]:
 def record_dense(
     transformer: Any, context: EchoContext, calls: Sequence[dict[str, Any]]
 ) -> tuple[list[torch.Tensor], dict[int, list[Any]]]:
-    """Run every call densely; return the transformer outputs and the per-layer ``(q, k, v)`` ``[B, S, H, D]``."""
+    """Run every call densely; return the transformer outputs and the per-layer :class:`AttnRecord` lists."""
     context.force_dense, context.record = True, {}
     outs = []
     try:
@@ -49,13 +57,17 @@ def record_dense(
         context.force_dense, context.record = False, None
 
 
-def fit_theta(params: EchoParams, records: dict[int, list[QKV]], layout: Layout, max_distance: int) -> None:
-    """Stage 1: closed-form least squares for theta per (layer, head, frame offset); ``params`` bound to ``layout``."""
+def fit_theta(
+    params: EchoParams, records: dict[int, list[Record]], layout: Layout, max_distance: int
+) -> None:
+    """Stage 1: closed-form least squares for theta per (layer, head, frame offset); ``params`` bound to ``layout``.
+
+    Regresses video-video tile partials only (text keys of joint models play no part in echo)."""
     assert params.a is not None and params.c is not None and params.u is not None and params.w is not None
     for layer, calls in records.items():
         stats = new_theta_stats(params.heads, 2 * layout.frames - 1, params.head_dim)
-        for q, k, v in calls:
-            qp, kp, vp = (layout.pad(x.transpose(1, 2)) for x in (q, k, v))
+        for rec in calls:
+            qp, kp, vp = (layout.pad(x.transpose(1, 2)) for x in AttnRecord(*rec)[:3])
             stage1_stats(qp, kp, vp, layout, max_distance, stats)
         with torch.no_grad():
             for dst, src in zip((params.a, params.c, params.u, params.w), solve_theta(stats)):
@@ -65,17 +77,19 @@ def fit_theta(params: EchoParams, records: dict[int, list[QKV]], layout: Layout,
 def _option_outputs(
     params: EchoParams,
     layer: int,
-    calls: list[QKV],
+    calls: list[Record],
     layout: Layout,
     op: int,
     budget: float,
     echo_share: float,
     max_distance: int,
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """Outputs ``[B, H, S, D]`` of one operator at one budget on every call, and the mean FLOPs per head."""
+    """Outputs ``[B, H, S, D]`` of one operator at one budget on every call (video queries; joint models merge
+    the dense text-key partial exactly), and the mean FLOPs per head."""
     heads = list(range(params.heads))
     outs, flops = [], []
-    for q, k, v in calls:
+    for rec in calls:
+        q, k, v, tk, tv = AttnRecord(*rec)
         dev = q.device
         bud = torch.full((params.heads,), budget, device=dev)
         exact = bud * (1 - echo_share) if op == ECHO else bud
@@ -83,19 +97,32 @@ def _option_outputs(
         theta = params.theta(layer, heads, layout, q.shape[-1], dev)
         with torch.no_grad():
             qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-            out, alloc = sparse_echo_attention(qh, kh, vh, layout, exact, echo, theta, max_distance, "torch")
+            extra = (
+                None
+                if tk is None or tv is None
+                else dense_partial(qh, tk.transpose(1, 2), tv.transpose(1, 2))
+            )
+            out, alloc = sparse_echo_attention(
+                qh, kh, vh, layout, exact, echo, theta, max_distance, "torch", extra=extra
+            )
         outs.append(out)
         flops.append(alloc.flops.view(-1, params.heads).mean(0))
     return outs, torch.stack(flops).mean(0)
 
 
-def _dense_outputs(calls: list[QKV]) -> list[torch.Tensor]:
-    return [
-        torch.nn.functional.scaled_dot_product_attention(
-            q.transpose(1, 2).float(), k.transpose(1, 2).float(), v.transpose(1, 2).float()
+def _dense_outputs(calls: list[Record]) -> list[torch.Tensor]:
+    """Dense reference ``[B, H, S, D]`` of the video queries over all keys (``[text, video]`` for joint models)."""
+    outs = []
+    for rec in calls:
+        q, k, v, tk, tv = AttnRecord(*rec)
+        if tk is not None and tv is not None:
+            k, v = torch.cat([tk, k], 1), torch.cat([tv, v], 1)
+        outs.append(
+            torch.nn.functional.scaled_dot_product_attention(
+                q.transpose(1, 2).float(), k.transpose(1, 2).float(), v.transpose(1, 2).float()
+            )
         )
-        for q, k, v in calls
-    ]
+    return outs
 
 
 def _head_error(outs: list[torch.Tensor], dense: list[torch.Tensor]) -> torch.Tensor:
@@ -107,7 +134,7 @@ def _head_error(outs: list[torch.Tensor], dense: list[torch.Tensor]) -> torch.Te
 
 def route_static(
     params: EchoParams,
-    records: dict[int, list[QKV]],
+    records: dict[int, list[Record]],
     layout: Layout,
     budget: float,
     echo_share: float,
@@ -141,7 +168,7 @@ def route_static(
 
 def route_learned(
     params: EchoParams,
-    records: dict[int, list[QKV]],
+    records: dict[int, list[Record]],
     layout: Layout,
     budget: float,
     echo_share: float,

@@ -324,6 +324,7 @@ def sparse_echo_attention(
     max_distance: int,
     backend: str = "auto",
     exact_mask: torch.Tensor | None = None,
+    extra: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, Allocation]:
     """The Sparse and Echo operators on ``[B, h, S, D]`` heads (per-head budgets; ``echo_frac=0`` = sparse).
 
@@ -335,6 +336,9 @@ def sparse_echo_attention(
         max_distance: Max frame distance to a representative.
         backend: Kernel backend.
         exact_mask: *optional* ``[n_t, n_t]`` fixed exact pattern (static-window baseline) instead of the estimate.
+        extra: *optional* ``(out [B, h, S, D], lse [B, h, S])``: a softmax partial of the same queries over other
+            keys (joint models: the dense text keys), fp32 LSE. It is merged exactly into the block-sparse output
+            by the LSE rule before the echo terms (LSE merging is associative) [reconstructed].
 
     Returns:
         ``(out [B, h, S, D], allocation)`` with allocation rows ``N = B * h``.
@@ -355,18 +359,21 @@ def sparse_echo_attention(
 
     valid = layout.valid(q.device)
     scale = d**-0.5
-    if alloc.pairs.shape[1] == 0:
-        out, _ = block_sparse_attention(
-            qp, kp, vp, rows(alloc.lut), rows(alloc.lut_count), layout.block, scale, valid, backend=backend
-        )
-    else:
-        out, lse, (po, pl) = block_sparse_attention(
-            qp, kp, vp, rows(alloc.lut), rows(alloc.lut_count), layout.block, scale, valid,
-            tile_partials=rows(alloc.pairs), backend=backend,
-        )  # fmt: skip
+    partials = rows(alloc.pairs) if alloc.pairs.shape[1] else None
+    res = block_sparse_attention(
+        qp, kp, vp, rows(alloc.lut), rows(alloc.lut_count), layout.block, scale, valid,
+        tile_partials=partials, backend=backend,
+    )  # fmt: skip
+    out, lse = res[0], res[1]
+    if extra is not None:  # exact LSE merge (fp32) of the extra keys' partial; padded rows get a dummy 0 LSE
+        x_out, x_lse = layout.pad(extra[0].float()), layout.pad(extra[1].float()[..., None])[..., 0]
+        merged = torch.logaddexp(lse, x_lse)
+        out = out.float() * (lse - merged).exp()[..., None] + x_out * (x_lse - merged).exp()[..., None]
+        lse = merged
+    if partials is not None:
         csr = (rows(alloc.indptr), rows(alloc.entries))
-        out = echo_merge(out, lse, po, pl, csr, theta, backend=backend)
-    return layout.unpad(out), alloc
+        out = echo_merge(out, lse, *res[2], csr, theta, backend=backend)  # type: ignore[misc]
+    return layout.unpad(out).to(q.dtype), alloc
 
 
 class EchoParams(torch.nn.Module):
@@ -451,7 +458,7 @@ def band_partials(
     logits = torch.einsum("bhfsid,bhftjd->bhstfij", qq, kk) * d**-0.5
     valid = layout.valid(q.device)
     if valid is not None:
-        logits = logits.masked_fill(~valid.view(f, ns, blk)[0][None, :, None, :], -math.inf)
+        logits = logits.masked_fill(~valid.view(f, ns, blk)[0][:, None, None, :], -math.inf)
     lse = logits.logsumexp(-1)
     if not with_out:
         return None, lse

@@ -1,16 +1,17 @@
-"""The diffusers adapter: an attention processor for Wan self-attention plus the layout pre-hook.
+"""The diffusers adapter: per-head routing shared by the hosts, the Wan processor and the layout pre-hook.
 
-EchoAttention (reconstructed; not verified against the paper). ``EchoWanAttnProcessor`` subclasses
-``WanAttnProcessor`` and is installed on ``attn1`` only; dense-routed heads still call
-``dispatch_attention_fn`` with the user's backend. The processor cannot see the frame layout, so a forward
-pre-hook on the transformer (:class:`EchoContext`) records ``(F, P)`` and the denoising-step index.
+EchoAttention (reconstructed; not verified against the paper). :class:`RoutedAttention` holds the routing
+shared by every host processor; ``EchoWanAttnProcessor`` mixes it into ``WanAttnProcessor`` and is installed on
+``attn1`` only; dense-routed heads still call ``dispatch_attention_fn`` with the user's backend. The processor
+cannot see the frame layout, so a forward pre-hook on the transformer (:class:`EchoContext`) records ``(F, P)``
+and the denoising-step index. The CogVideoX processor lives in ``cogvideox.py``.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from diffusers.models.attention_dispatch import dispatch_attention_fn
@@ -54,38 +55,152 @@ class StepContext:
         self.last_t = t
 
 
+class AttnRecord(NamedTuple):
+    """One recorded self-attention call (calibration): video ``q, k, v`` ``[B, S, H, D]`` after norms and RoPE.
+
+    Joint text-video models also record the text keys/values ``text_k, text_v`` ``[B, T, H, D]`` that every video
+    query attends densely; ``None`` for video-only models (Wan).
+    """
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    text_k: torch.Tensor | None = None
+    text_v: torch.Tensor | None = None
+
+
 @dataclass
 class EchoContext(StepContext):
-    """State shared by the pre-hook and the processors of one transformer.
+    """State shared by the pre-hook and the processors of one transformer (Wan layout: ``[B, C, F, H, W]``).
 
     Attributes:
         layout, step: see :class:`StepContext`.
         calibrating: Ignore the dense schedule (calibration evaluates the operators at every step).
         force_dense: Run every head densely (recording the dense reference).
-        record: When not ``None``, processors append ``(q, k, v)`` ``[B, S, H, D]`` per layer here.
+        record: When not ``None``, processors append an :class:`AttnRecord` per layer here.
     """
 
     calibrating: bool = False
     force_dense: bool = False
-    record: dict[int, list[tuple[torch.Tensor, ...]]] | None = None
+    record: dict[int, list[AttnRecord]] | None = None
     last_alloc: dict[int, tuple[list[int], Allocation]] = field(default_factory=dict)
+
+    timestep_position: ClassVar[int] = 1  # positional index of ``timestep`` in the transformer's forward
+
+    def frames_and_tokens(self, module: Any, x: torch.Tensor) -> tuple[int, int]:
+        """``(F, P)`` of the latents ``x`` ``[B, C, F, H, W]`` under ``config.patch_size`` ``(p_t, p_h, p_w)``."""
+        pt, ph, pw = module.config.patch_size
+        return x.shape[2] // pt, (x.shape[3] // ph) * (x.shape[4] // pw)
 
     def pre_hook(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """``register_forward_pre_hook(with_kwargs=True)`` callback on the transformer."""
         x = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
-        pt, ph, pw = module.config.patch_size
-        self.layout = Layout(x.shape[2] // pt, (x.shape[3] // ph) * (x.shape[4] // pw), self.block)
-        self.observe_timestep(kwargs.get("timestep", args[1] if len(args) > 1 else None))
+        self.layout = Layout(*self.frames_and_tokens(module, x), self.block)
+        pos = self.timestep_position
+        self.observe_timestep(kwargs.get("timestep", args[pos] if len(args) > pos else None))
 
 
-class EchoWanAttnProcessor(WanAttnProcessor):
+class RoutedAttention:
+    """EchoAttention (reconstructed; not verified against the paper): per-head routing shared by the host
+    processors (mixed in before the host's own processor class).
+
+    Holds the settings, layer index, shared
+    context and parameters; decides each head's operator (:meth:`head_routes`), records calibration inputs
+    (:meth:`record`) and runs the sparse/echo heads (:meth:`run_routed`). The host subclass re-implements only
+    its projection path and the dense heads.
+
+    Args:
+        config: The method settings.
+        layer: Transformer block index.
+        context: The shared :class:`EchoContext` (filled by the pre-hook).
+        params: The handle's ``EchoParams`` (theta and routes), shared by all layers.
+    """
+
+    def __init__(
+        self, config: EchoAttentionConfig, layer: int, context: EchoContext, params: EchoParams
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.layer = layer
+        self.context = context
+        self.params = params
+
+    def require_hook(self) -> Layout:
+        """The layout the pre-hook recorded; ``RuntimeError`` when the processor runs without the hook."""
+        if self.context.layout is None:
+            raise RuntimeError(
+                f"{type(self).__name__} was called without the layout pre-hook; install it with "
+                "`apply_echo_attention(transformer, config)` rather than `set_attn_processor` alone."
+            )
+        return self.context.layout
+
+    def current_layout(self, seq_len: int) -> Layout:
+        """The hook's layout for a call with ``seq_len`` video tokens, checked against the calibration layout."""
+        layout = self.require_hook()
+        if layout.seq_len != seq_len:
+            raise ValueError(f"layout {layout} does not match the {seq_len} video tokens of this call.")
+        self.params.check_layout(layout)
+        return layout
+
+    def head_routes(self, heads: int) -> tuple[list[int], list[float]]:
+        """Per-head (operator code, budget) for this call: the schedule, then calibrated routes, then ``mode``."""
+        cfg, ctx = self.config, self.context
+        scheduled = ctx.step < cfg.dense_first_steps and not ctx.calibrating
+        if ctx.force_dense or cfg.mode == "dense" or self.layer in cfg.dense_layers or scheduled:
+            return [DENSE] * heads, [1.0] * heads
+        routes = self.params.routes(self.layer)
+        if routes is not None:
+            return routes
+        op = SPARSE if cfg.mode == "sparse" else ECHO
+        return [op] * heads, [cfg.budget] * heads
+
+    def record(self, *tensors: torch.Tensor) -> None:
+        """Append an :class:`AttnRecord` of ``tensors`` (detached) when the context is recording."""
+        if self.context.record is not None:
+            rec = AttnRecord(*(x.detach() for x in tensors))
+            self.context.record.setdefault(self.layer, []).append(rec)
+
+    def run_routed(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        heads: list[int],
+        ops: list[int],
+        budgets: list[float],
+        extra: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """Sparse/echo heads ``heads`` of video ``[B, S, H, D]`` inputs -> ``[B, S, len(heads), D]``.
+
+        ``extra`` (joint models): the ``heads``' dense partial over the text keys, ``(out [B, h, S, D],
+        lse [B, h, S])``, merged exactly by :func:`~hf_ext.diffusers.echo_attention.core.sparse_echo_attention`.
+        """
+        cfg, layout = self.config, self.context.layout
+        assert layout is not None
+        dev = query.device
+        bud = torch.tensor([budgets[h] for h in heads], device=dev)
+        is_echo = torch.tensor([ops[h] == ECHO for h in heads], device=dev)
+        exact = torch.where(is_echo, bud * (1 - cfg.echo_share), bud)
+        echo = torch.where(is_echo, bud * cfg.echo_share, torch.zeros_like(bud))
+        theta = self.params.theta(self.layer, heads, layout, query.shape[-1], dev)
+        q, k, v = (x[:, :, heads].transpose(1, 2) for x in (query, key, value))
+        backend = "torch" if torch.is_grad_enabled() and theta[0].requires_grad else cfg.backend  # stage 3
+        out, alloc = sparse_echo_attention(
+            q, k, v, layout, exact, echo, theta, cfg.max_echo_distance, backend, extra=extra
+        )
+        self.context.last_alloc[self.layer] = (heads, alloc)
+        return out.transpose(1, 2)
+
+
+class EchoWanAttnProcessor(RoutedAttention, WanAttnProcessor):
     """Wan self-attention served by dense, Sparse and Echo operators per head.
 
     EchoAttention (reconstructed; not verified against the paper). Reuses the module's own projections,
     q/k RMS norms and RoPE (re-implemented from ``WanAttnProcessor.__call__``, diffusers 0.42.1), then routes
-    each head: dense heads call ``dispatch_attention_fn`` (the user's backend applies), sparse and echo heads
-    run :func:`~hf_ext.diffusers.echo_attention.core.sparse_echo_attention`. A call where every head is dense
-    (``mode="dense"``, a dense layer, or a step before ``dense_first_steps``) is the stock processor exactly.
+    each head (:class:`RoutedAttention`): dense heads call ``dispatch_attention_fn`` (the user's backend
+    applies), sparse and echo heads run :func:`~hf_ext.diffusers.echo_attention.core.sparse_echo_attention`.
+    A call where every head is dense (``mode="dense"``, a dense layer, or a step before ``dense_first_steps``)
+    is the stock processor exactly.
 
     Args:
         config: The method settings.
@@ -104,27 +219,6 @@ class EchoWanAttnProcessor(WanAttnProcessor):
     """
 
     _paper = paper("echo_attention")
-
-    def __init__(
-        self, config: EchoAttentionConfig, layer: int, context: EchoContext, params: EchoParams
-    ) -> None:
-        super().__init__()
-        self.config = config
-        self.layer = layer
-        self.context = context
-        self.params = params
-
-    def head_routes(self, heads: int) -> tuple[list[int], list[float]]:
-        """Per-head (operator code, budget) for this call: the schedule, then calibrated routes, then ``mode``."""
-        cfg, ctx = self.config, self.context
-        scheduled = ctx.step < cfg.dense_first_steps and not ctx.calibrating
-        if ctx.force_dense or cfg.mode == "dense" or self.layer in cfg.dense_layers or scheduled:
-            return [DENSE] * heads, [1.0] * heads
-        routes = self.params.routes(self.layer)
-        if routes is not None:
-            return routes
-        op = SPARSE if cfg.mode == "sparse" else ECHO
-        return [op] * heads, [cfg.budget] * heads
 
     def qkv(
         self, attn: Any, hidden_states: torch.Tensor, rotary_emb: tuple[torch.Tensor, torch.Tensor] | None
@@ -148,21 +242,13 @@ class EchoWanAttnProcessor(WanAttnProcessor):
         ctx = self.context
         if encoder_hidden_states is not None:
             return super().__call__(attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb)
-        if ctx.layout is None:
-            raise RuntimeError(
-                "EchoWanAttnProcessor was called without the layout pre-hook; install it with "
-                "`apply_echo_attention(transformer, config)` rather than `set_attn_processor` alone."
-            )
+        self.require_hook()
         ops, budgets = self.head_routes(attn.heads)
         if ctx.record is None and all(o == DENSE for o in ops):
             return super().__call__(attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb)
-        layout = ctx.layout
-        if layout.seq_len != hidden_states.shape[1]:
-            raise ValueError(f"layout {layout} does not match the sequence length {hidden_states.shape[1]}.")
-        self.params.check_layout(layout)
+        self.current_layout(hidden_states.shape[1])
         query, key, value = self.qkv(attn, hidden_states, rotary_emb)
-        if ctx.record is not None:
-            ctx.record.setdefault(self.layer, []).append((query.detach(), key.detach(), value.detach()))
+        self.record(query, key, value)
         out = torch.empty_like(query)
         dense = [h for h, o in enumerate(ops) if o == DENSE]
         routed = [h for h, o in enumerate(ops) if o != DENSE]
@@ -176,31 +262,13 @@ class EchoWanAttnProcessor(WanAttnProcessor):
         hidden_states = out.flatten(2, 3).type_as(query)
         return attn.to_out[1](attn.to_out[0](hidden_states))
 
-    def run_routed(
-        self,
-        query: torch.Tensor,
-        key: torch.Tensor,
-        value: torch.Tensor,
-        heads: list[int],
-        ops: list[int],
-        budgets: list[float],
-    ) -> torch.Tensor:
-        """Sparse/echo heads ``heads`` of ``[B, S, H, D]`` inputs -> ``[B, S, len(heads), D]``."""
-        cfg, layout = self.config, self.context.layout
-        assert layout is not None
-        dev = query.device
-        bud = torch.tensor([budgets[h] for h in heads], device=dev)
-        is_echo = torch.tensor([ops[h] == ECHO for h in heads], device=dev)
-        exact = torch.where(is_echo, bud * (1 - cfg.echo_share), bud)
-        echo = torch.where(is_echo, bud * cfg.echo_share, torch.zeros_like(bud))
-        theta = self.params.theta(self.layer, heads, layout, query.shape[-1], dev)
-        q, k, v = (x[:, :, heads].transpose(1, 2) for x in (query, key, value))
-        backend = "torch" if torch.is_grad_enabled() and theta[0].requires_grad else cfg.backend  # stage 3
-        out, alloc = sparse_echo_attention(
-            q, k, v, layout, exact, echo, theta, cfg.max_echo_distance, backend
-        )
-        self.context.last_alloc[self.layer] = (heads, alloc)
-        return out.transpose(1, 2)
+
+def dense_partial(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact softmax partial of ``q`` ``[B, h, S, D]`` over keys ``k, v`` ``[B, h, T, D]`` (scale ``D^-0.5``):
+    ``(out [B, h, S, D], lse [B, h, S])`` in fp32, ready for the LSE merge of ``sparse_echo_attention(extra=...)``."""
+    logits = torch.einsum("bhsd,bhtd->bhst", q.float(), k.float()) * q.shape[-1] ** -0.5
+    lse = logits.logsumexp(-1)
+    return torch.einsum("bhst,bhtd->bhsd", (logits - lse[..., None]).exp(), v.float()), lse
 
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
