@@ -170,6 +170,49 @@ def test_pipeline_calibration_and_run():
     handle.remove()
 
 
+def test_wan22_pair_shares_the_step_index_and_calibrates_each_transformer():
+    from diffusers import WanPipeline
+
+    from hf_ext.diffusers import apply_echo_attention, calibrate_echo
+    from hf_ext.testing import tiny_wan_pipeline
+
+    one = tiny_wan_pipeline()
+    small = {"attention_head_dim": 12, "text_dim": 16, "freq_dim": 16, "ffn_dim": 32, "rope_max_seq_len": 32}
+    parts = {k: getattr(one, k) for k in ("tokenizer", "text_encoder", "vae", "scheduler", "transformer")}
+    pipe = WanPipeline(**parts, transformer_2=tiny_wan_transformer(1, **small), boundary_ratio=0.95)
+    pipe.set_progress_bar_config(disable=True)
+    kw = {"height": 16, "width": 16, "num_frames": 9, "guidance_scale": 1.0, "max_sequence_length": 16}
+
+    def run():
+        gen = torch.Generator().manual_seed(0)
+        return pipe("a cat", num_inference_steps=4, output_type="latent", generator=gen, **kw).frames
+
+    ref = run()
+    first = apply_echo_attention(pipe.transformer, _cfg(dense_first_steps=1))
+    second = apply_echo_attention(pipe.transformer_2, _cfg(dense_first_steps=1), share_context_with=first)
+    assert second.context is first.context
+    seen = []
+    hooks = [tr.register_forward_pre_hook(lambda m, a, k, i=i: seen.append((i, first.context.step)), with_kwargs=True)
+             for i, tr in enumerate((pipe.transformer, pipe.transformer_2))]  # fmt: skip
+    for handle in (first, second):
+        report = calibrate_echo(
+            handle, pipe, prompts=["a red car"], num_inference_steps=4, stage3_steps=1, **kw
+        )
+        assert report["calls"] > 0
+    seen.clear()
+    assert torch.isfinite(run()).all()
+    assert [step for _, step in seen] == [0, 1, 2, 3]  # one step count for the pair
+    assert {i for i, _ in seen} == {0, 1}
+    assert all(bool((h.params.route_op >= 0).all()) for h in (first, second))  # routes fitted per transformer
+    for h in hooks:
+        h.remove()
+    first.remove()
+    with pytest.raises(ValueError, match="`share_context_with` must be an installed handle"):
+        apply_echo_attention(pipe.transformer, _cfg(), share_context_with=first)
+    second.remove()
+    torch.testing.assert_close(run(), ref, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize(
     ("kw", "match"),
     [

@@ -110,7 +110,7 @@ class EchoAttentionHandle:
         """
         rows = []
         for layer in range(self.params.num_layers):
-            heads, alloc = self.context.last_alloc.get(layer, ([], None))
+            heads, alloc = self.params.last_alloc.get(layer, ([], None))
             for h in range(self.params.heads):
                 row: dict[str, Any] = {"layer": layer, "head": h, "operator": "dense", "flops": 1.0}
                 if alloc is not None and h in heads:
@@ -180,17 +180,25 @@ def apply_echo_attention(
     config: EchoAttentionConfig | None = None,
     *,
     calibration: str | os.PathLike[str] | None = None,
+    share_context_with: EchoAttentionHandle | None = None,
 ) -> EchoAttentionHandle:
     """Install EchoAttention on a video DiT's self-attention (``attn1``) and add the layout pre-hook.
 
     EchoAttention (reconstructed; not verified against the paper). Cross-attention processors (``attn2``) are
     left as they are (same objects); :meth:`EchoAttentionHandle.remove` restores everything.
 
+    Wan2.2 pipelines run two transformers (``transformer`` for the high-noise steps, ``transformer_2`` for the
+    rest): patch both, the second with ``share_context_with=<first handle>``, so the denoising-step index
+    (``dense_first_steps``) counts the steps of the whole run and calibrating one handle through the pipeline
+    runs both transformers densely. Theta and routes stay per transformer.
+
     Args:
         transformer: A diffusers ``WanTransformer3DModel`` or ``CogVideoXTransformer3DModel`` (joint text-video
             attention: text rows and columns stay dense).
         config: *optional* settings (defaults to ``EchoAttentionConfig()``); not allowed with ``calibration``.
         calibration: *optional* folder written by :meth:`EchoAttentionHandle.save_pretrained`.
+        share_context_with: *optional* handle of the other transformer of a Wan2.2 pair (same host class and
+            ``block_size``) whose step/layout context this one shares.
 
     Returns:
         The handle.
@@ -198,7 +206,8 @@ def apply_echo_attention(
     Raises:
         TypeError: unsupported transformer class, or an ``attn1`` processor that is not the host's own
             (``WanAttnProcessor`` / ``CogVideoXAttnProcessor2_0``).
-        ValueError: ``dense_layers`` out of range, an already patched transformer, or a bad calibration folder.
+        ValueError: ``dense_layers`` out of range, an already patched transformer, a bad calibration folder, or a
+            ``share_context_with`` handle that was removed or differs in host class or ``block_size``.
 
     Example:
         >>> from hf_ext.testing import tiny_wan_transformer
@@ -252,6 +261,19 @@ def apply_echo_attention(
         next(transformer.parameters()).device
     )
     context = host.context(block=config.block_size)
+    if share_context_with is not None:
+        other = share_context_with
+        if (
+            other.removed
+            or type(other.context) is not type(context)
+            or other.config.block_size != config.block_size
+        ):
+            raise ValueError(
+                "`share_context_with` must be an installed handle of the same transformer class and block_size, "
+                f"got a {'removed ' if other.removed else ''}handle of {type(other.transformer).__name__} with "
+                f"block_size={other.config.block_size} (this one: {name}, block_size={config.block_size})."
+            )
+        context = other.context
     new = {}
     for key, proc in procs.items():
         if ".attn1." not in key:

@@ -479,7 +479,7 @@ def _window_runner(proc: Any, mask: torch.Tensor) -> Callable[..., torch.Tensor]
         out, alloc = sparse_echo_attention(
             q, k, v, layout, full, full * 0, theta, MAX_D, "torch", exact_mask=mask, extra=extra
         )
-        proc.context.last_alloc[proc.layer] = (heads, alloc)
+        proc.params.last_alloc[proc.layer] = (heads, alloc)
         return out.transpose(1, 2)
 
     return run

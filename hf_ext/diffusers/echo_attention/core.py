@@ -382,7 +382,8 @@ class EchoParams(torch.nn.Module):
     ``theta = (a, c, u, w)`` per (layer, head, frame offset ``delta``): ``a`` ``[L, H, 2F-1]``, ``c``
     ``[L, H, 2F-1, D]``, ``u``/``w`` ``[L, H, 2F-1]``; identity (``a=1``, rest 0) until stage 1 runs.
     ``route_op`` ``[L, H]`` holds 0/1/2 (dense/sparse/echo) or -1 (unrouted: use ``mode``), ``route_budget``
-    the per-head FLOP budget. Both are valid only for the calibration ``layout`` ``(F, P)``.
+    the per-head FLOP budget. Both are valid only for the calibration ``layout`` ``(F, P)``. ``last_alloc``
+    keeps, per layer, the routed heads and :class:`Allocation` of the last call (for ``handle.stats()``).
     """
 
     route_op: torch.Tensor
@@ -396,6 +397,7 @@ class EchoParams(torch.nn.Module):
         self.c: torch.nn.Parameter | None = None
         self.u: torch.nn.Parameter | None = None
         self.w: torch.nn.Parameter | None = None
+        self.last_alloc: dict[int, tuple[list[int], Allocation]] = {}
         self.register_buffer("route_op", torch.full((num_layers, heads), -1, dtype=torch.long))
         self.register_buffer("route_budget", torch.ones(num_layers, heads))
 

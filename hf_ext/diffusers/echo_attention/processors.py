@@ -10,7 +10,7 @@ and the denoising-step index. The CogVideoX processor lives in ``cogvideox.py``.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -19,7 +19,7 @@ from diffusers.models.transformers.transformer_wan import WanAttnProcessor, _get
 
 from hf_ext._registry import paper
 from hf_ext.diffusers.echo_attention.config import EchoAttentionConfig
-from hf_ext.diffusers.echo_attention.core import Allocation, EchoParams, Layout, sparse_echo_attention
+from hf_ext.diffusers.echo_attention.core import EchoParams, Layout, sparse_echo_attention
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,6 @@ class EchoContext(StepContext):
     calibrating: bool = False
     force_dense: bool = False
     record: dict[int, list[AttnRecord]] | None = None
-    last_alloc: dict[int, tuple[list[int], Allocation]] = field(default_factory=dict)
 
     timestep_position: ClassVar[int] = 1  # positional index of ``timestep`` in the transformer's forward
 
@@ -188,7 +187,7 @@ class RoutedAttention:
         out, alloc = sparse_echo_attention(
             q, k, v, layout, exact, echo, theta, cfg.max_echo_distance, backend, extra=extra
         )
-        self.context.last_alloc[self.layer] = (heads, alloc)
+        self.params.last_alloc[self.layer] = (heads, alloc)
         return out.transpose(1, 2)
 
 
