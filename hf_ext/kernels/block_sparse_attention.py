@@ -259,20 +259,21 @@ def _reference_block_sparse_attention(
         lse.index_copy_(0, rows, l_sum)
     parts = None
     if pairs is not None:
-        pad = (pairs[..., 0].flatten() < 0).nonzero().squeeze(1)
+        ok = pairs[..., 0].flatten() >= 0
+        live, pad = ok.nonzero().squeeze(1), (~ok).nonzero().squeeze(1)
         rows = (base[..., 0] + pairs[..., 0].long().clamp_min(0)).flatten()
         cols = (base[..., 0] + pairs[..., 1].long().clamp_min(0)).flatten()
-        p_out, p_lse = _attend_math(
-            _gather(qt, rows[:, None], "pq", scratch),
-            _gather(kt, cols[:, None], "k", scratch),
-            _gather(vt, cols[:, None], "v", scratch),
-            valid[cols % n] if masked else None,
+        p_out = torch.empty(rows.shape[0], block, d, device=q.device).index_fill_(0, pad, 0.0)
+        p_lse = torch.empty(rows.shape[0], block, device=q.device).index_fill_(0, pad, -math.inf)
+        p_out, p_lse = _attend_math(  # the padded slots are not attended: they merge as nothing
+            _gather(qt, rows[live, None], "pq", scratch),
+            _gather(kt, cols[live, None], "k", scratch),
+            _gather(vt, cols[live, None], "v", scratch),
+            valid[cols[live] % n] if masked else None,
             scale,
+            out=(p_out, p_lse),
+            rows=live,
         )
-        p_out, p_lse = (
-            p_out.index_fill_(0, pad, 0.0),
-            p_lse.index_fill_(0, pad, -math.inf),
-        )  # merge as nothing
         out, lse = _merge_partials(out, lse, p_out, p_lse, rows)
         parts = (p_out.view(*pairs.shape[:3], block, d), p_lse.view(*pairs.shape[:3], block))
     out = out.view(b, h, n * block, d)[:, :, :s].to(q.dtype)
@@ -326,31 +327,42 @@ def _attend(
 
 
 def _attend_math(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, scale: float
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    keep: torch.Tensor | None,
+    scale: float,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+    rows: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`_attend` as explicit logits, softmax and product, in row chunks of ``_CHUNK`` logits.
 
-    Faster than the flash op on CPU for one-tile rows (the per-tile partials); differentiable.
+    Faster than the flash op on CPU for one-tile rows (the per-tile partials); differentiable. With ``out``
+    (``[N, b, D]``, ``[N, b]``) and ``rows`` ``[R]``, input row ``i`` is written to row ``rows[i]`` of ``out``.
     """
     r, b, m = q.shape[0], q.shape[1], k.shape[1]
     step = max(1, _CHUNK // (b * m))
-    out, lse = q.new_empty(q.shape), q.new_empty(q.shape[:2])
+    o_all, l_all = out if out is not None else (q.new_empty(q.shape), q.new_empty(q.shape[:2]))
+    dest = torch.arange(r, device=q.device) if rows is None else rows
     grads = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
-    buf = None if grads else q.new_empty(min(step, r), b, m)  # reused: fresh large buffers page-fault
+    # reused chunk buffers (no autograd through them): fresh large buffers page-fault on every call
+    bufs = None if grads else (q.new_empty(min(step, r), b, m), q.new_empty(min(step, r), b, q.shape[2]))
     for lo in range(0, r, step):
-        sl = slice(lo, lo + step)
-        if buf is None:
+        sl, n = slice(lo, lo + step), min(step, r - lo)
+        if bufs is None:
             logits = torch.bmm(q[sl], k[sl].transpose(1, 2)) * scale
         else:
-            logits = torch.bmm(q[sl], k[sl].transpose(1, 2), out=buf[: min(step, r - lo)]).mul_(scale)
+            logits = torch.bmm(q[sl], k[sl].transpose(1, 2), out=bufs[0][:n]).mul_(scale)
         if keep is not None:
             logits = logits.masked_fill_(~keep[sl, None, :], -math.inf)
-        p, l_sum, lse[sl] = _softmax_lse(logits)
-        if grads:
-            out[sl] = torch.bmm(p, v[sl]) / l_sum
+        p, l_sum, lse = _softmax_lse(logits)
+        if bufs is None:
+            o = torch.bmm(p, v[sl]) / l_sum
         else:
-            torch.bmm(p, v[sl], out=out[sl]).div_(l_sum)
-    return out, lse
+            o = torch.bmm(p, v[sl], out=bufs[1][:n]).div_(l_sum)
+        o_all = o_all.index_copy_(0, dest[sl], o)
+        l_all = l_all.index_copy_(0, dest[sl], lse)
+    return o_all, l_all
 
 
 def _merge_partials(
