@@ -81,6 +81,17 @@ def test_tile_partials_match_a_single_tile_softmax():
     assert torch.isinf(pl[:, :, 2]).all() and (po[:, :, 2] == 0).all()
 
 
+def test_output_is_the_same_with_or_without_tile_partials():
+    q, k, v = _qkv(s=60)  # 4 tiles, the last one partly outside S
+    lut = torch.tensor([[0, 2, -1], [1, 3, 0], [2, -1, -1], [3, 1, 2]]).repeat(1, 2, 1, 1)
+    cnt = torch.tensor([2, 3, 1, 3]).repeat(1, 2, 1)
+    pairs = torch.tensor([[[[0, 2], [2, 2], [3, 3]], [[1, 0], [-1, -1], [-1, -1]]]])  # tile 2's row: pairs only
+    plain = block_sparse_attention(q, k, v, lut, cnt, 16, 0.25, backend="torch")
+    with_parts = block_sparse_attention(q, k, v, lut, cnt, 16, 0.25, tile_partials=pairs, backend="torch")
+    for a, b in zip(plain, with_parts[:2]):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
 def test_strided_diffusers_layout_is_accepted():
     q, k, v = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in _qkv(s=32))
     assert not q.is_contiguous()
