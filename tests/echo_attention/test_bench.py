@@ -46,6 +46,8 @@ def test_small_run_reports_every_arm_and_verdict():
         "static window (radial-style)",
     }
     notes = bench._verdicts(rows_a, rows_b, 2)
-    assert any(n.startswith("Headline target (F=2, b=64, echo)") and ("MET" in n or "MISSED" in n) for n in notes)
+    assert any(
+        n.startswith("Headline target (F=2, b=64, echo)") and ("MET" in n or "MISSED" in n) for n in notes
+    )
     echo = next(r for r in rows_a if r["system"] == "echo")
     assert abs(echo["flop_ratio"] - 0.25) <= 0.02 * 0.25

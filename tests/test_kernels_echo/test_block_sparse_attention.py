@@ -85,7 +85,8 @@ def test_output_is_the_same_with_or_without_tile_partials():
     q, k, v = _qkv(s=60)  # 4 tiles, the last one partly outside S
     lut = torch.tensor([[0, 2, -1], [1, 3, 0], [2, -1, -1], [3, 1, 2]]).repeat(1, 2, 1, 1)
     cnt = torch.tensor([2, 3, 1, 3]).repeat(1, 2, 1)
-    pairs = torch.tensor([[[[0, 2], [2, 2], [3, 3]], [[1, 0], [-1, -1], [-1, -1]]]])  # tile 2's row: pairs only
+    # head 0: query tile 2 keeps one key tile, which is also a partial pair; head 1: padded pairs
+    pairs = torch.tensor([[[[0, 2], [2, 2], [3, 3]], [[1, 0], [-1, -1], [-1, -1]]]])
     plain = block_sparse_attention(q, k, v, lut, cnt, 16, 0.25, backend="torch")
     with_parts = block_sparse_attention(q, k, v, lut, cnt, 16, 0.25, tile_partials=pairs, backend="torch")
     for a, b in zip(plain, with_parts[:2]):
