@@ -50,3 +50,13 @@ def resolve_backend(backend: str, *tensors: torch.Tensor) -> str:
             "environment before importing the kernels, or pass backend='torch'."
         )
     return "triton" if usable else "torch"
+
+
+def check_triton_sizes(minimum: int = 1, **sizes: int) -> None:
+    """Raise ``ValueError`` unless every named size is a power of two ``>= minimum`` (Triton block shapes)."""
+    for name, val in sizes.items():
+        if val < minimum or val & (val - 1):
+            floor = f" >= {minimum}" if minimum > 1 else ""
+            raise ValueError(
+                f"`{name}` must be a power of two{floor} on the Triton backend, got {val}. Use backend='torch'."
+            )

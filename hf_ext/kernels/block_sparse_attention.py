@@ -19,7 +19,8 @@ from typing import Any
 
 import torch
 
-from hf_ext.kernels._dispatch import resolve_backend
+from hf_ext.kernels._dispatch import check_triton_sizes, resolve_backend
+from hf_ext.kernels._lse import add_weighted_rows, merge_weights
 
 Partials = tuple[torch.Tensor, torch.Tensor]
 
@@ -74,7 +75,7 @@ def block_sparse_attention(
     path = resolve_backend(backend, q, k, v, lut)
     pslot = None if tile_partials is None else _partial_slots(lut, lut_count, tile_partials)
     if path == "triton":
-        _check_triton_shapes(block, q.shape[-1])
+        check_triton_sizes(16, block=block, D=q.shape[-1])
         n_p = 0 if tile_partials is None else tile_partials.shape[2]
         out, lse, parts = _triton_block_sparse_attention(
             q, k, v, lut, lut_count, block, scale, kv_valid, pslot, n_p
@@ -138,14 +139,6 @@ def _check(
         tile_partials.dim() != 4 or tuple(tile_partials.shape[:2]) != (b, h) or tile_partials.shape[-1] != 2
     ):
         raise ValueError(f"`tile_partials` must be [{b}, {h}, n_p, 2], got {tuple(tile_partials.shape)}.")
-
-
-def _check_triton_shapes(block: int, d: int) -> None:
-    for name, val in (("block", block), ("D", d)):
-        if val < 16 or val & (val - 1):
-            raise ValueError(
-                f"`{name}` must be a power of two >= 16 on the Triton backend, got {val}. Use backend='torch'."
-            )
 
 
 def _partial_slots(lut: torch.Tensor, lut_count: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
@@ -368,20 +361,9 @@ def _attend_math(
 def _merge_partials(
     out: torch.Tensor, lse: torch.Tensor, p_out: torch.Tensor, p_lse: torch.Tensor, rows: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """LSE-merge partials ``p_out`` ``[M, b, D]`` / ``p_lse`` ``[M, b]`` into rows ``rows`` of ``out``/``lse``.
-
-    The weighted partials are built in chunks of ``_CHUNK`` elements, so they stay in cache.
-    """
-    m = lse.scatter_reduce(0, rows[:, None].expand_as(p_lse), p_lse, "amax")
-    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
-    w = torch.exp(lse - m)
-    w_p = torch.exp(p_lse - m[rows])
-    den = w.index_add(0, rows, w_p)
-    num = out * w[..., None]
-    step = max(1, _CHUNK // (p_out.shape[1] * p_out.shape[2]))
-    for lo in range(0, rows.shape[0], step):
-        sl = slice(lo, lo + step)
-        num = num.index_add_(0, rows[sl], p_out[sl] * w_p[sl, :, None])
+    """LSE-merge partials ``p_out`` ``[M, b, D]`` / ``p_lse`` ``[M, b]`` into rows ``rows`` of ``out``/``lse``."""
+    m, w, w_p, den = merge_weights(lse, rows, p_lse)
+    num = add_weighted_rows(out * w[..., None], rows, p_out, w_p)
     return num / den.clamp_min(torch.finfo(torch.float32).tiny)[..., None], m + den.log()
 
 

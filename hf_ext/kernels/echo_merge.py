@@ -22,10 +22,10 @@ from typing import Any
 
 import torch
 
-from hf_ext.kernels._dispatch import resolve_backend
+from hf_ext.kernels._dispatch import check_triton_sizes, resolve_backend
+from hf_ext.kernels._lse import add_weighted_rows, merge_weights
 
 Theta = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
-_CHUNK = 1 << 18  # elements of echoed partials built at once by the PyTorch path (cache-sized)
 
 
 def echo_merge(
@@ -66,12 +66,7 @@ def echo_merge(
     """
     _check(out_e, lse_e, rep_out, rep_lse, echo_csr, theta)
     if resolve_backend(backend, out_e, rep_out) == "triton":
-        blk, d = rep_out.shape[3], rep_out.shape[4]
-        for name, val in (("block", blk), ("D", d)):
-            if val < 16 or val & (val - 1):
-                raise ValueError(
-                    f"`{name}` must be a power of two >= 16 on the Triton backend, got {val}. Use backend='torch'."
-                )
+        check_triton_sizes(16, block=rep_out.shape[3], D=rep_out.shape[4])
         return _triton_echo_merge(out_e, lse_e, rep_out, rep_lse, echo_csr, theta)
     return _reference_echo_merge(out_e, lse_e, rep_out, rep_lse, echo_csr, theta)
 
@@ -139,9 +134,9 @@ def _reference_echo_merge(
 ) -> torch.Tensor:
     """Vectorised LSE merge: ``scatter_reduce`` for the row maxima, ``index_add`` for the sums.
 
-    The weighted echoed partials ``w_x a O_rep`` are built and added in chunks of ``_CHUNK`` elements, so they
-    stay in cache and never materialise at ``[n_entries, b, D]``; the ``w_x c`` terms are summed per (row,
-    parameter id) first. The path is differentiable in ``theta`` (stage-3 calibration).
+    The weighted echoed partials ``w_x a O_rep`` are added in cache-sized chunks, so they never materialise at
+    ``[n_entries, b, D]``; the ``w_x c`` terms are summed per (row, parameter id) first. The path is
+    differentiable in ``theta`` (stage-3 calibration).
     """
     b, h, s, d = out_e.shape
     blk = rep_out.shape[3]
@@ -166,28 +161,13 @@ def _reference_echo_merge(
     dist = entries[..., 1].to(torch.float32)[live]
     a, c, u, w = (t.to(torch.float32) for t in theta)
     l_x = rep_lse.reshape(-1, blk).to(torch.float32)[flat_r] + (u[hh, g] * dist + w[hh, g])[:, None]
-    with torch.no_grad():
-        m = l_t.scatter_reduce(0, flat_q[:, None].expand(-1, blk), l_x, reduce="amax")
-        m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
-    w_t = torch.exp(l_t - m)
-    w_x = torch.exp(l_x - m[flat_q])  # [n_live, b]
+    _, w_t, w_x, den = merge_weights(l_t, flat_q, l_x)  # w_x: [n_live, b]
     rep_flat = rep_out.reshape(-1, blk, d).to(torch.float32)
-    coef = a[hh, g][:, None] * w_x  # [n_live, b]
-    echo_num = torch.zeros_like(o_t)
-    step = max(1, _CHUNK // (blk * d))
-    for lo in range(0, flat_q.shape[0], step):
-        sl = slice(lo, lo + step)
-        echo_num = echo_num.index_add_(
-            0, flat_q[sl], rep_flat.index_select(0, flat_r[sl]) * coef[sl, :, None]
-        )
+    num = add_weighted_rows(o_t * w_t[..., None], flat_q, rep_flat, a[hh, g][:, None] * w_x, index=flat_r)
     # the c_g terms: sum the weights per (query row, parameter id) first, then one small product per head
     n_g = a.shape[-1]
     w_g = torch.zeros(b * h * n_q * n_g, blk, device=out_e.device).index_add_(0, flat_q * n_g + g, w_x)
-    echo_num = echo_num + torch.einsum(
-        "bhqgi,hgd->bhqid", w_g.view(b, h, n_q, n_g, blk), c.to(torch.float32)
-    ).reshape_as(echo_num)
-    num = o_t * w_t[..., None] + echo_num
-    den = torch.index_add(w_t, 0, flat_q, w_x)
+    num = num + torch.einsum("bhqgi,hgd->bhqid", w_g.view(b, h, n_q, n_g, blk), c).reshape_as(num)
     out = num / den.clamp_min(torch.finfo(torch.float32).tiny)[..., None]
     return out.view(b, h, n_q * blk, d)[:, :, :s].to(out_e.dtype)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from hf_ext.kernels._dispatch import resolve_backend
+from hf_ext.kernels._dispatch import check_triton_sizes, resolve_backend
 
 BLOCK_N = 64
 
@@ -68,13 +68,6 @@ def _check_idx(idx: torch.Tensor, k: torch.Tensor, *, per_head_ok: bool) -> None
     if bool((s[..., 1:] == s[..., :-1]).any()):
         raise ValueError(
             "`idx` holds duplicated positions; each cache position may be selected once per row."
-        )
-
-
-def _check_triton_shape(d: int) -> None:
-    if d & (d - 1):
-        raise ValueError(
-            f"head size D={d} must be a power of two on the Triton backend; pass backend='torch'."
         )
 
 
@@ -168,7 +161,7 @@ def gather_kv(
     if capacity < n:
         raise ValueError(f"`capacity` must be >= the number of indices ({n}), got {capacity}.")
     if resolve_backend(backend, k, v, idx) == "triton":
-        _check_triton_shape(k.shape[-1])
+        check_triton_sizes(D=k.shape[-1])
         return _triton_gather_kv(k, v, idx, capacity)
     return _reference_gather_kv(k, v, idx, capacity)
 
@@ -312,6 +305,6 @@ def gathered_decode_attention(
         if not 1 <= length <= k.shape[2]:
             raise ValueError(f"`length` must be in [1, {k.shape[2]}] (rows of `k`), got {length}.")
     if resolve_backend(backend, q, k, v) == "triton":
-        _check_triton_shape(q.shape[-1])
+        check_triton_sizes(D=q.shape[-1])
         return _triton_gathered_decode_attention(q, k, v, idx, scale, length)
     return _reference_gathered_decode_attention(q, k, v, idx, scale, length)

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from hf_ext.kernels._dispatch import resolve_backend
+from hf_ext.kernels._dispatch import check_triton_sizes, resolve_backend
 
 MODES = ("weight", "logit")
 BLOCK_N = 64
@@ -175,8 +175,7 @@ def verify_importance(
     """
     _check_importance_args(q_rows, k, valid_len, mode)
     if resolve_backend(backend, q_rows, k) == "triton":
-        if q_rows.shape[-1] & (q_rows.shape[-1] - 1):
-            raise ValueError(f"head size D={q_rows.shape[-1]} must be a power of two on the Triton backend.")
+        check_triton_sizes(D=q_rows.shape[-1])
         return _triton_verify_importance(q_rows, k, valid_len, scale, mode)
     return _reference_verify_importance(q_rows, k, valid_len, scale, mode)
 
