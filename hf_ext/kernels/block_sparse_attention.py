@@ -180,14 +180,6 @@ def _valid_tiles(kv_valid: torch.Tensor | None, s: int, block: int, device: torc
     return torch.nn.functional.pad(valid, (0, n * block - s)).view(n, block)
 
 
-def _gather_tiles(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """Pick tiles ``idx`` ``[B, H, ...]`` from ``x`` ``[B, H, n, block, D]`` -> ``[B, H, ..., block, D]``."""
-    b, h = x.shape[:2]
-    bi = torch.arange(b, device=x.device).view(b, *([1] * (idx.dim() - 1)))
-    hi = torch.arange(h, device=x.device).view(1, h, *([1] * (idx.dim() - 2)))
-    return x[bi, hi, idx.long()]
-
-
 def _softmax_lse(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Row softmax over the last dim with ``-inf`` masking, in place: (unnormalised p, normaliser l, lse).
 
@@ -218,8 +210,8 @@ def _reference_block_sparse_attention(
     Query tiles are grouped by the number of key tiles they keep, so each group is one batched attention over
     gathered K/V tiles with no padding slots. Tiles listed in ``pairs`` (the echo representatives) are left out
     of that pass: their per-tile partials are computed once and merged into the output by the LSE rule, so no
-    tile is attended twice. On CPU the batched attention is torch's flash-attention CPU op (which also returns
-    the LSE); elsewhere, or when a row sees no valid key, plain einsum/exp.
+    tile is attended twice. The batched attention is :func:`_attend` (torch's flash-attention CPU op) and, for
+    the one-tile partials, :func:`_attend_math`.
     """
     b, h, s, d = q.shape
     n, max_k = lut.shape[2], lut.shape[3]
