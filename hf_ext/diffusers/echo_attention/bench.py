@@ -117,7 +117,7 @@ def _part_a(
     drifts: list[float], budgets: list[float], seeds_cal: list[int], seeds_eval: list[int]
 ) -> list[dict[str, Any]]:
     from hf_ext.diffusers.echo_attention.calibrate import fit_theta, route_static
-    from hf_ext.diffusers.echo_attention.core import EchoParams, Layout
+    from hf_ext.diffusers.echo_attention.core import EchoParams, Layout, split_budget
 
     heads, d = 4, 64
     layout = Layout(8, 256, 64)
@@ -143,7 +143,8 @@ def _part_a(
                     t_dense = _median_time(partial(torch.nn.functional.scaled_dot_product_attention, q, k, v))
                 full = torch.full((heads,), budget)
                 ctx = (q, k, v, layout, theta)
-                _arm(acc, "echo", dense, partial(_op_arm, *ctx, full * (1 - ETA), full * ETA), timed)
+                echo_fracs = split_budget(full, torch.ones(heads, dtype=torch.bool), ETA)
+                _arm(acc, "echo", dense, partial(_op_arm, *ctx, *echo_fracs), timed)
                 matched = torch.full((heads,), acc["echo"]["flop_ratio"][-1])
                 arms = {
                     "sparse-only (matched FLOPs)": partial(_op_arm, *ctx, matched, 0 * full),
@@ -199,7 +200,7 @@ def _routed_heads(
     theta: Any,
 ) -> tuple[torch.Tensor, float, float]:
     """Per-head routed attention on ``[1, H, S, D]`` (dense heads via SDPA); returns (out, mean FLOPs, coverage)."""
-    from hf_ext.diffusers.echo_attention.core import sparse_echo_attention
+    from hf_ext.diffusers.echo_attention.core import sparse_echo_attention, split_budget
 
     heads = q.shape[1]
     out = torch.empty_like(q)
@@ -216,9 +217,15 @@ def _routed_heads(
         is_echo = torch.tensor([ops[h] == 2 for h in routed])
         th = tuple(t[routed] for t in theta)
         o, a = sparse_echo_attention(
-            q[:, routed], k[:, routed], v[:, routed], layout, torch.where(is_echo, bud * (1 - ETA), bud),
-            torch.where(is_echo, bud * ETA, 0.0), th, MAX_D, "torch",
-        )  # fmt: skip
+            q[:, routed],
+            k[:, routed],
+            v[:, routed],
+            layout,
+            *split_budget(bud, is_echo, ETA),
+            th,
+            MAX_D,
+            "torch",
+        )
         out[:, routed] = o
         for i, h in enumerate(routed):
             flops[h] = float(a.flops[i])

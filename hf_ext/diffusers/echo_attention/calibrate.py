@@ -19,6 +19,7 @@ from hf_ext.diffusers.echo_attention.core import (
     new_theta_stats,
     solve_theta,
     sparse_echo_attention,
+    split_budget,
     stage1_stats,
     static_route,
 )
@@ -92,8 +93,7 @@ def _option_outputs(
         q, k, v, tk, tv = AttnRecord(*rec)
         dev = q.device
         bud = torch.full((params.heads,), budget, device=dev)
-        exact = bud * (1 - echo_share) if op == ECHO else bud
-        echo = bud * echo_share if op == ECHO else torch.zeros_like(bud)
+        exact, echo = split_budget(bud, torch.full_like(bud, op == ECHO, dtype=torch.bool), echo_share)
         theta = params.theta(layer, heads, layout, q.shape[-1], dev)
         with torch.no_grad():
             qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)

@@ -313,6 +313,16 @@ def identity_theta(heads: int, layout: Layout, head_dim: int, device: torch.devi
     )
 
 
+def split_budget(
+    budget: torch.Tensor, is_echo: torch.Tensor, echo_share: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-head ``(exact_frac, echo_frac)`` of :func:`sparse_echo_attention`: echo heads (``is_echo`` ``[h]``) give
+    ``echo_share`` of their ``budget`` ``[h]`` to echo, sparse heads spend it all on exact tiles."""
+    return torch.where(is_echo, budget * (1 - echo_share), budget), torch.where(
+        is_echo, budget * echo_share, 0.0
+    )
+
+
 def sparse_echo_attention(
     q: torch.Tensor,
     k: torch.Tensor,

@@ -19,7 +19,7 @@ from diffusers.models.transformers.transformer_wan import WanAttnProcessor, _get
 
 from hf_ext._registry import paper
 from hf_ext.diffusers.echo_attention.config import EchoAttentionConfig
-from hf_ext.diffusers.echo_attention.core import EchoParams, Layout, sparse_echo_attention
+from hf_ext.diffusers.echo_attention.core import EchoParams, Layout, sparse_echo_attention, split_budget
 
 logger = logging.getLogger(__name__)
 
@@ -179,8 +179,7 @@ class RoutedAttention:
         dev = query.device
         bud = torch.tensor([budgets[h] for h in heads], device=dev)
         is_echo = torch.tensor([ops[h] == ECHO for h in heads], device=dev)
-        exact = torch.where(is_echo, bud * (1 - cfg.echo_share), bud)
-        echo = torch.where(is_echo, bud * cfg.echo_share, torch.zeros_like(bud))
+        exact, echo = split_budget(bud, is_echo, cfg.echo_share)
         theta = self.params.theta(self.layer, heads, layout, query.shape[-1], dev)
         q, k, v = (x[:, :, heads].transpose(1, 2) for x in (query, key, value))
         backend = "torch" if torch.is_grad_enabled() and theta[0].requires_grad else cfg.backend  # stage 3
