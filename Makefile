@@ -34,6 +34,7 @@ docs: install
 lint: install
 	$(BIN)/ruff check hf_ext tests
 	$(BIN)/ruff format --check hf_ext tests
+	$(BIN)/mypy hf_ext
 
 readme: install
 	$(BIN)/python -c "from hf_ext.cli import update_readme; update_readme()"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+from collections.abc import Sequence
 from functools import cache
 
 # extra -> [(distribution, lowest supported version, first unsupported version or None)]
@@ -45,8 +46,8 @@ def _describe(dist: str, low: str, high: str | None) -> str:
 
 
 @cache
-def missing(extra: str) -> tuple[str, ...]:
-    """Requirements of ``extra`` that are absent or outside the supported range (empty when all is well)."""
+def _unmet(extra: str) -> tuple[tuple[str, str | None], ...]:
+    """``(requirement, installed version or None)`` for each requirement of ``extra`` that is not met."""
     if extra not in EXTRAS:
         raise KeyError(f"unknown extra {extra!r}; known extras: {', '.join(EXTRAS)}")
     out = []
@@ -54,25 +55,43 @@ def missing(extra: str) -> tuple[str, ...]:
         try:
             version = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
-            out.append(_describe(dist, low, high))
+            out.append((_describe(dist, low, high), None))
             continue
         if not _in_range(version, low, high):
-            out.append(f"{_describe(dist, low, high)} (found {version})")
+            out.append((_describe(dist, low, high), version))
     return tuple(out)
+
+
+def missing(extra: str) -> tuple[str, ...]:
+    """Requirements of ``extra`` that are absent or outside the supported range (empty when all is well)."""
+    return tuple(req + (f" (found {found})" if found else "") for req, found in _unmet(extra))
 
 
 def is_available(extra: str) -> bool:
     """Whether every requirement of ``extra`` is installed in its supported range."""
-    return not missing(extra)
+    return not _unmet(extra)
+
+
+def install_hint(extras: Sequence[str]) -> str:
+    """A copy-pasteable (quoted) ``pip install`` line for the unmet requirements of ``extras``, plus the line
+    that installs the extras from a clone of hf-ext."""
+    reqs = list(dict.fromkeys(req for extra in extras for req, _ in _unmet(extra)))
+    from_clone = f"pip install -e '.[{','.join(extras)}]'"
+    return f"`pip install {' '.join(repr(r) for r in reqs)}` (from a clone of hf-ext: `{from_clone}`)"
+
+
+def require_all(extras: Sequence[str], what: str) -> None:
+    """Raise one ``ImportError`` naming every unmet requirement of ``extras`` and the line that installs them.
+
+    Args:
+        extras: Names of hf-ext extras (``"trl"``, ``"peft"``...).
+        what: What needs them, shown in the message (e.g. ``"`CAMPTrainer`"``).
+    """
+    absent = list(dict.fromkeys(m for extra in extras for m in missing(extra)))
+    if absent:
+        raise ImportError(f"{what} needs {', '.join(absent)}; install with {install_hint(extras)}.")
 
 
 def require(extra: str, what: str) -> None:
-    """Raise ``ImportError`` naming the pip line when ``extra`` is not usable.
-
-    Args:
-        extra: Name of the hf-ext extra (``"trl"``, ``"peft"``...).
-        what: What needs it, shown in the message (e.g. ``"`CAMPTrainer`"``).
-    """
-    absent = missing(extra)
-    if absent:
-        raise ImportError(f"{what} needs {'; '.join(absent)}; install it with `pip install hf-ext[{extra}]`.")
+    """:func:`require_all` for one extra."""
+    require_all([extra], what)

@@ -1,4 +1,4 @@
-"""Types shared by every ``hf-ext bench <id>`` benchmark and the tour.
+"""Types and scaffolding shared by every ``hf-ext bench <id>`` benchmark and the tour.
 
 A benchmark is a function ``run(*, quick: bool, seed: int) -> BenchReport`` that runs the method and its
 baselines side by side in one process. It measures; it never asserts. The CLI adds the method id, the
@@ -9,6 +9,10 @@ baselines side by side in one process. It measures; it never asserts. The CLI ad
      "headline": {"figure": str, "higher_is_better": bool, "method": number,
                   "best_baseline_system": str, "best_baseline": number},
      "env": {"python": str, "torch": str, "cpu_count": int}}
+
+Scaffolding every ``bench.py`` uses rather than re-writing it: :func:`pinned_threads` (restores the count),
+:class:`Timer` and :func:`interleaved_times` (device-synchronised), :func:`mean_se` and :func:`bootstrap_ci`,
+:func:`verdict` (target lines), :func:`seeded`.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import math
 import os
 import platform
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,17 +128,121 @@ class BenchReport:
         }
 
 
+def synchronize(device: Any = None) -> None:
+    """Wait for queued accelerator work on ``device`` (a ``torch.device``, a string or a tensor; no-op on CPU).
+
+    Timing asynchronous GPU work without this measures the launch, not the work.
+    """
+    if device is None:
+        return
+    import torch
+
+    if isinstance(device, torch.Tensor):
+        device = device.device
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+    elif device.type == "xpu":
+        torch.xpu.synchronize(device)
+
+
 class Timer:
-    """Wall-clock seconds of a block: ``with Timer() as t: ...; t.seconds``."""
+    """Wall-clock seconds of a block: ``with Timer(device) as t: ...; t.seconds``.
+
+    With a ``device`` (or a tensor on it), queued accelerator work is synchronised at both ends of the block.
+    """
 
     seconds: float = 0.0
 
+    def __init__(self, device: Any = None) -> None:
+        self.device = device
+
     def __enter__(self) -> Timer:
+        synchronize(self.device)
         self._start = time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        synchronize(self.device)
         self.seconds = time.perf_counter() - self._start
+
+
+def interleaved_times(
+    calls: dict[str, Callable[[], Any]], *, repeats: int, warmup: int = 1, device: Any = None
+) -> dict[str, list[float]]:
+    """Seconds of each call, measured round-robin (A, B, C, A, B, C, ...) so that drift in machine load falls on
+    every arm alike; ``warmup`` untimed rounds first. Report ratios of medians, never one-off times.
+    """
+    for _ in range(warmup):
+        for call in calls.values():
+            call()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            with Timer(device) as t:
+                call()
+            times[name].append(t.seconds)
+    return times
+
+
+@contextmanager
+def pinned_threads(n: int) -> Iterator[None]:
+    """Run a block with ``n`` torch threads, restoring the previous count afterwards (also on error)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def mean_se(values: Iterable[float]) -> tuple[float, float, int]:
+    """``(mean, standard error, n)`` over the finite values (``nan`` mean when none; SE 0 for one value)."""
+    v = [float(x) for x in values if _finite(x)]
+    if not v:
+        return math.nan, math.nan, 0
+    mean = sum(v) / len(v)
+    if len(v) == 1:
+        return mean, 0.0, 1
+    var = sum((x - mean) ** 2 for x in v) / (len(v) - 1)
+    return mean, math.sqrt(var / len(v)), len(v)
+
+
+def bootstrap_ci(
+    values: Sequence[float] | Any,
+    statistic: Callable[[Any], float] | None = None,
+    *,
+    level: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``statistic`` (default: the mean) over the rows of ``values``.
+
+    ``values`` may be 2-D (one row per unit, e.g. ``(score, label)`` pairs for an AUROC); rows are resampled.
+    """
+    import numpy as np
+
+    data = np.asarray(values)
+    if data.shape[0] == 0:
+        return math.nan, math.nan
+    stat = statistic or (lambda x: float(np.mean(x)))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, data.shape[0], size=(n_resamples, data.shape[0]))
+    draws = np.array([stat(data[i]) for i in idx], dtype=float)
+    draws = draws[np.isfinite(draws)]
+    if draws.size == 0:
+        return math.nan, math.nan
+    tail = (1 - level) / 2
+    return float(np.quantile(draws, tail)), float(np.quantile(draws, 1 - tail))
+
+
+def verdict(target: str, met: bool, detail: str) -> str:
+    """One note line judging a target from measured figures: ``"<target>: MET (<detail>)"`` or ``MISSED``."""
+    return f"{target}: {'MET' if met else 'MISSED'} ({detail})"
 
 
 @contextmanager

@@ -10,7 +10,6 @@ import importlib
 import json
 import logging
 import sys
-import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -136,29 +135,29 @@ def _progress(done: int, total: int, label: str) -> None:
 
 
 def cmd_tour(args: argparse.Namespace) -> int:
-    from hf_ext.benchmarking import format_table
+    from hf_ext.benchmarking import Timer, format_table
 
     chosen = [get(i) for i in args.only] if args.only else list(methods().values())
     rows, failed = [], 0
     for i, info in enumerate(chosen):
         _progress(i, len(chosen), info.id)
-        start = time.perf_counter()
-        try:
-            report = run_bench(info, quick=True, seed=args.seed, tour=True)
-            ran, headline = report.what, _headline_text(report)
-        except Exception as err:  # a failing method is reported and the tour goes on
-            failed += 1
-            ran, headline = "FAILED", f"{type(err).__name__}: {err}".splitlines()[0][:160]
-            logging.getLogger("hf_ext.cli").debug("tour entry %s failed", info.id, exc_info=True)
-            if args.verbose:
-                traceback.print_exc()
+        with Timer() as timer:
+            try:
+                report = run_bench(info, quick=True, seed=args.seed, tour=True)
+                ran, headline = report.what, _headline_text(report)
+            except Exception as err:  # a failing method is reported and the tour goes on
+                failed += 1
+                ran, headline = "FAILED", f"{type(err).__name__}: {err}".splitlines()[0][:160]
+                logging.getLogger("hf_ext.cli").debug("tour entry %s failed", info.id, exc_info=True)
+                if args.verbose:
+                    traceback.print_exc()
         rows.append(
             {
                 "method": info.id,
                 "host component": info.host,
                 "what ran": ran,
                 "headline": headline,
-                "seconds": round(time.perf_counter() - start, 1),
+                "seconds": round(timer.seconds, 1),
             }
         )
     _progress(len(chosen), len(chosen), "done")
@@ -169,20 +168,20 @@ def cmd_tour(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from hf_ext.benchmarking import format_table
+    from hf_ext.benchmarking import Timer, format_table
 
     try:
         info = get(args.name)
     except KeyError as err:
         print(f"hf-ext bench: {err.args[0]}", file=sys.stderr)
         return 2
-    start = time.perf_counter()
     try:
-        report = run_bench(info, quick=args.quick, seed=args.seed)
+        with Timer() as timer:
+            report = run_bench(info, quick=args.quick, seed=args.seed)
     except ImportError as err:
         print(f"hf-ext bench: {err}", file=sys.stderr)
         return 2
-    seconds = time.perf_counter() - start
+    seconds = timer.seconds
     mode = "quick" if args.quick else "full"
     print(f"hf-ext bench {info.id} ({mode}, seed {args.seed}): {report.what}")
     print(format_table(report.rows))

@@ -34,6 +34,8 @@ class MethodInfo:
         citation: BibTeX entry.
         reconstructed: Parts of the method that are our reconstruction rather than the paper's.
         note: Free-text caveat shown in the docs and stored in ``_paper["note"]``.
+        moved: Old dotted module path -> new one, for modules that moved; the old path still imports, with a
+            ``DeprecationWarning``, for one release (see :mod:`hf_ext._lazy`).
     """
 
     id: str
@@ -49,7 +51,7 @@ class MethodInfo:
     tour: str | None = None
     reconstructed: tuple[str, ...] = ()
     note: str = ""
-    spec: str = field(default="")
+    moved: dict[str, str] = field(default_factory=dict)
 
     @property
     def paper(self) -> dict[str, object]:

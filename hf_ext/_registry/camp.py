@@ -39,5 +39,4 @@ METHOD = MethodInfo(
         "Reconstruction from the abstract only: no public code, and the full paper's conflict model, margin "
         "formula, beta and gamma were not checked. Do not read the benchmark as a reproduction."
     ),
-    spec="camp.md",
 )

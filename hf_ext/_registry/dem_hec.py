@@ -36,5 +36,4 @@ METHOD = MethodInfo(
         "mCE as ImageNet-C defines it",
     ),
     note="Only the abstract is public; no headline number is confirmed, so none is quoted.",
-    spec="dem_hec.md",
 )

@@ -36,5 +36,4 @@ METHOD = MethodInfo(
         "every default: block_size 64, budget 0.25, echo_share 0.25, max_echo_distance 4, dense schedule",
     ),
     note="EchoAttention (reconstructed; not verified against the paper). The 2.42x headline is not reproduced.",
-    spec="echo_attention.md",
 )

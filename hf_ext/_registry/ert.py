@@ -56,5 +56,4 @@ METHOD = MethodInfo(
     ),
     note="ERT is a lower bound: a weak classifier means low power, not good coverage. "
     "It is not uniformly more powerful than CovGap (oblique and checkerboard shifts).",
-    spec="ert.md",
 )

@@ -42,5 +42,4 @@ METHOD = MethodInfo(
         "keystone-only SFT parameterisation: weight rows only, as SHiRA entries with frozen zero pads",
     ),
     note="Method section unavailable; the statistic is a reconstruction that reproduces the collapse on Gemma-3-270M.",
-    spec="keystone.md",
 )

@@ -51,5 +51,4 @@ METHOD = MethodInfo(
     ),
     note="MAFE-style: same Fair Dec-POMDP formalism and API as the paper, reconstructed dynamics; "
     "no numerical parity with the paper is claimed (no public code).",
-    spec="mafe.md",
 )

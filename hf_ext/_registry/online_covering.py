@@ -41,5 +41,4 @@ METHOD = MethodInfo(
         "Theory paper without experiments or code; the reduction is reconstructed from the abstract and "
         "introduction, so its bounds must not be cited as the paper's."
     ),
-    spec="online_covering.md",
 )

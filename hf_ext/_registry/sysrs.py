@@ -39,5 +39,4 @@ METHOD = MethodInfo(
         "synchronized uniform and Sequential Halving baselines",
     ),
     note="Only the abstract is public; no figure of the paper is reproduced or quoted.",
-    spec="sysrs.md",
 )

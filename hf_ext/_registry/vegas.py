@@ -41,5 +41,4 @@ METHOD = MethodInfo(
         "batch > 1 not implemented (raises NotImplementedError)",
     ),
     note="Lossless: greedy output equals generate(do_sample=False); sampling uses the speculative rejection rule.",
-    spec="vegas.md",
 )

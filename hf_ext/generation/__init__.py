@@ -3,6 +3,6 @@
 ``from hf_ext.generation import VegasConfig, vegas_generate`` imports transformers on first use only.
 """
 
-from hf_ext import lazy_package
+from hf_ext._lazy import lazy_package
 
 __getattr__, __dir__ = lazy_package(__name__)

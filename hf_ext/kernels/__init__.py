@@ -5,6 +5,6 @@ lazily from the method registry (``from hf_ext.kernels import block_sparse_atten
 package imports neither torch nor triton.
 """
 
-from hf_ext import lazy_package
+from hf_ext._lazy import lazy_package
 
 __getattr__, __dir__ = lazy_package(__name__)

@@ -3,6 +3,6 @@
 Names resolve lazily from the method registry, so importing this package imports no host library.
 """
 
-from hf_ext import lazy_package
+from hf_ext._lazy import lazy_package
 
 __getattr__, __dir__ = lazy_package(__name__)

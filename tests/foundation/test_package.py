@@ -81,13 +81,13 @@ def test_missing_extra_names_the_pip_line(monkeypatch):
     name = next(iter(info.public))
     extra = info.extras[0]
     monkeypatch.setitem(_availability.EXTRAS, extra, [("hf-ext-no-such-dist", "1.0", None)])
-    _availability.missing.cache_clear()
+    _availability._unmet.cache_clear()
     monkeypatch.delitem(vars(hf_ext), name, raising=False)
     try:
-        with pytest.raises(ImportError, match=re.escape(f"install it with `pip install hf-ext[{extra}]`")):
+        with pytest.raises(ImportError, match=re.escape(f"`pip install -e '.[{extra}]'`")):
             getattr(hf_ext, name)
     finally:
-        _availability.missing.cache_clear()
+        _availability._unmet.cache_clear()
 
 
 def test_version_ranges():

@@ -3,6 +3,6 @@
 ``core`` (pure torch loss), ``config``, ``collator``, ``trainer``, ``data`` (UltraFeedback helper), ``bench``.
 """
 
-from hf_ext import lazy_package
+from hf_ext._lazy import lazy_package
 
 __getattr__, __dir__ = lazy_package(__name__)
