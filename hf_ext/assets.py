@@ -32,6 +32,12 @@ from hf_ext._availability import require
 logger = logging.getLogger(__name__)
 
 GEMMA_DIR = "gemma-3-270m"
+# ``hf-ext assets`` builds these, then each method's own (``MethodInfo.assets``).
+BUILTIN_ASSETS = {
+    "gemma-3-270m": "hf_ext.assets:gemma3_path",
+    "efficientnet-lite0": "hf_ext.assets:efficientnet_lite0",
+    "all-minilm-l6-v2": "hf_ext.assets:minilm",
+}
 _MANIFEST = "hf_ext_manifest.json"
 
 

@@ -1,4 +1,4 @@
-"""The ``hf-ext`` command line: ``list``, ``tour`` and ``bench``.
+"""The ``hf-ext`` command line: ``list``, ``tour``, ``bench``, ``assets`` and the methods' own commands.
 
 This is the only module that prints; the library itself only logs.
 """
@@ -190,6 +190,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"note      {note}")
     for name, path in report.files.items():
         print(f"file      {name}: {path}")
+    if args.plot:
+        plot = getattr(importlib.import_module(info.bench.partition(":")[0]), "plot", None)
+        if plot is None:
+            print(f"file      (no plot: `hf-ext bench {info.id}` draws none)")
+        else:
+            for name, path in plot(report, Path(args.plot)).items():
+                print(f"file      {name}: {path}")
     print(f"seconds   {seconds:.1f}")
     if args.json:
         doc = report.to_json(method=info.id, quick=args.quick, seed=args.seed)
@@ -197,6 +204,37 @@ def cmd_bench(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(doc, indent=2))
         print(f"json      {args.json}")
     return 0
+
+
+def all_assets() -> dict[str, str]:
+    """Asset name -> ``"module:function"``: the built-in real models, then every method's own assets."""
+    from hf_ext.assets import BUILTIN_ASSETS
+
+    table = dict(BUILTIN_ASSETS)
+    for info in methods().values():
+        table.update(info.assets)
+    return table
+
+
+def cmd_assets(args: argparse.Namespace) -> int:
+    table = all_assets()
+    if args.list:
+        print("\n".join(table))
+        return 0
+    names = args.names or list(table)
+    for name in names:
+        from hf_ext.benchmarking import Timer
+
+        print(f"asset     {name} ...", flush=True)
+        with Timer() as timer:
+            _load(table[name])()
+        print(f"asset     {name}: ready ({timer.seconds:.1f} s)")
+    return 0
+
+
+def method_commands() -> dict[str, str]:
+    """``hf-ext <name>`` commands that methods add (``MethodInfo.commands``)."""
+    return {name: target for info in methods().values() for name, target in info.commands.items()}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -219,11 +257,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="small settings, under a minute")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--plot", metavar="DIR", help="also draw the benchmark's figures as PNG files in DIR")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("assets", help="build and cache the real models and trained assets (offline)")
+    p.add_argument("names", nargs="*", metavar="NAME", help="assets to build (default: all)")
+    p.add_argument("--list", action="store_true", help="print the asset names")
+    p.set_defaults(func=cmd_assets)
+
+    for name, target in method_commands().items():
+        sub.add_parser(name, help=f"see `hf-ext {name} --help` ({target.partition(':')[0]})", add_help=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = method_commands()
+    if argv and argv[0] in commands:
+        _quiet_hosts()
+        return int(_load(commands[argv[0]])(argv[1:]))
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s"

@@ -34,6 +34,10 @@ class MethodInfo:
         citation: BibTeX entry.
         reconstructed: Parts of the method that are our reconstruction rather than the paper's.
         note: Free-text caveat shown in the docs and stored in ``_paper["note"]``.
+        assets: Asset name -> ``"module:function"`` that builds it (idempotent, cached under
+            :func:`hf_ext.assets.cache_dir`); ``hf-ext assets`` builds them, beside the built-in real models.
+        commands: Extra ``hf-ext <name>`` command -> ``"module:function"`` taking the remaining arguments
+            (``fn(argv: list[str]) -> int``, an argparse front end of its own).
         moved: Old dotted module path -> new one, for modules that moved; the old path still imports, with a
             ``DeprecationWarning``, for one release (see :mod:`hf_ext._lazy`).
     """
@@ -51,6 +55,8 @@ class MethodInfo:
     tour: str | None = None
     reconstructed: tuple[str, ...] = ()
     note: str = ""
+    assets: dict[str, str] = field(default_factory=dict)
+    commands: dict[str, str] = field(default_factory=dict)
     moved: dict[str, str] = field(default_factory=dict)
 
     @property

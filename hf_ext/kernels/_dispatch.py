@@ -2,7 +2,8 @@
 
 ``auto`` picks Triton when triton is installed and the tensors are on CUDA, or on CPU when the process
 runs in Triton's interpreter mode (``TRITON_INTERPRET=1`` set before the kernels are defined; tests only);
-otherwise the PyTorch reference. Triton itself is imported only by a module's kernel factory, on first use.
+otherwise the PyTorch reference. Triton itself is imported only by a module's kernel factory, on first use. This module imports neither torch
+nor triton, so configs can validate ``backend`` against :data:`BACKENDS` without loading either.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import importlib.util
 import os
 from functools import cache
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 BACKENDS = ("auto", "torch", "triton")
 
