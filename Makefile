@@ -37,7 +37,7 @@ lint: install
 	$(BIN)/mypy hf_ext
 
 readme: install
-	$(BIN)/python -c "from hf_ext.cli import update_readme; update_readme()"
+	$(BIN)/python -c "from hf_ext._readme import update_readme; update_readme()"
 
 clean:
 	rm -rf $(VENV) site bench-out build *.egg-info

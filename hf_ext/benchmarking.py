@@ -12,7 +12,7 @@ baselines side by side in one process. It measures; it never asserts. The CLI ad
 
 Scaffolding every ``bench.py`` uses rather than re-writing it: :func:`pinned_threads` (restores the count),
 :class:`Timer` and :func:`interleaved_times` (device-synchronised), :func:`mean_se` and :func:`bootstrap_ci`,
-:func:`verdict` (target lines), :func:`seeded`.
+:func:`verdict` (target lines), :func:`seeded`, :func:`progress` (a bar over arms x seeds).
 """
 
 from __future__ import annotations
@@ -20,11 +20,14 @@ from __future__ import annotations
 import math
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ class BenchReport:
 
 
 def synchronize(device: Any = None) -> None:
-    """Wait for queued accelerator work on ``device`` (a ``torch.device``, a string or a tensor; no-op on CPU).
+    """Wait for queued accelerator work on ``device`` (a ``torch.device``, string or tensor; no-op on CPU).
 
     Timing asynchronous GPU work without this measures the launch, not the work.
     """
@@ -172,8 +175,8 @@ class Timer:
 def interleaved_times(
     calls: dict[str, Callable[[], Any]], *, repeats: int, warmup: int = 1, device: Any = None
 ) -> dict[str, list[float]]:
-    """Seconds of each call, measured round-robin (A, B, C, A, B, C, ...) so that drift in machine load falls on
-    every arm alike; ``warmup`` untimed rounds first. Report ratios of medians, never one-off times.
+    """Seconds of each call, measured round-robin (A, B, C, A, B, C, ...) so that drift in machine load falls
+    on every arm alike; ``warmup`` untimed rounds first. Report ratios of medians, never one-off times.
     """
     for _ in range(warmup):
         for call in calls.values():
@@ -238,6 +241,30 @@ def bootstrap_ci(
         return math.nan, math.nan
     tail = (1 - level) / 2
     return float(np.quantile(draws, tail)), float(np.quantile(draws, 1 - tail))
+
+
+_PROGRESS = {"enabled": False}
+
+
+def set_progress(enabled: bool) -> None:
+    """Turn benchmark progress bars on or off (the CLI: on for a terminal, off with ``--quiet``)."""
+    _PROGRESS["enabled"] = enabled
+
+
+def progress(
+    iterable: Iterable[T], *, total: int | None = None, desc: str = "", unit: str = "it"
+) -> Iterable[T]:
+    """``iterable`` with a tqdm bar on stderr while progress is on (see :func:`set_progress`), else as is.
+
+    Benchmarks wrap their outer loop (arms x seeds) in it, so a long run shows where it is.
+    """
+    if not _PROGRESS["enabled"]:
+        return iterable
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # tqdm comes with every host; a core-only install runs without bars
+        return iterable
+    return tqdm(iterable, total=total, desc=desc, unit=unit, file=sys.stderr, leave=False, disable=False)
 
 
 def verdict(target: str, met: bool, detail: str) -> str:

@@ -1,93 +1,103 @@
 """The ``hf-ext`` command line: ``list``, ``tour``, ``bench``, ``assets`` and the methods' own commands.
 
-This is the only module that prints; the library itself only logs.
+This is the only module that prints; the library itself only logs. Arguments are checked before anything
+runs: a bad one exits with status 2 and one line naming the argument, the value and what is allowed.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import json
 import logging
+import os
+import shutil
 import sys
+import tempfile
+import textwrap
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from hf_ext._registry import MethodInfo, get, methods
+from hf_ext import __version__
+from hf_ext._availability import install_hint, is_available
+from hf_ext._readme import feature_table
+from hf_ext._registry import MethodInfo, methods
 
-MARKERS = ("<!-- {}:start", "<!-- {}:end -->")
-
-
-def feature_table(docs_prefix: str = "docs/") -> str:
-    """The feature table, one row per registered method, generated from the registry.
-
-    Args:
-        docs_prefix: Path from the page holding the table to the ``docs`` folder (``""`` inside the docs).
-    """
-    lines = [
-        "| id | method | paper | host component | public names | reconstructed parts |",
-        "|---|---|---|---|---|---|",
-    ]
-    for m in methods().values():
-        paper = f"[{m.title}](https://arxiv.org/abs/{m.arxiv})" if m.arxiv else m.title
-        names = ", ".join(f"`{n}`" for n in m.public)
-        recon = "; ".join(m.reconstructed) or "none"
-        lines.append(
-            f"| [`{m.id}`]({docs_prefix}methods/{m.id}.md) | {m.name} | {paper} ({m.venue}) | {m.host} | {names} | {recon} |"
-        )
-    return "\n".join(lines)
+LIST_WIDTH = 100
 
 
-def citations() -> str:
-    """BibTeX of every registered method, as one fenced block."""
-    return "```bibtex\n" + "\n\n".join(m.citation.strip() for m in methods().values()) + "\n```"
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (``hf-ext bench: argument --seed: ...``) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
-GENERATED = {
-    "README.md": {"feature-table": lambda: feature_table("docs/"), "citations": citations},
-    "docs/index.md": {"feature-table": lambda: feature_table("")},
-}
+def _method_id(value: str) -> str:
+    known = list(methods())
+    if value in known:
+        return value
+    close = difflib.get_close_matches(value, known, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise argparse.ArgumentTypeError(f"unknown method {value!r}; {hint}known: {', '.join(known)}")
 
 
-def generated_sections(page: str) -> dict[str, str]:
-    """The generated sections of ``page`` (a key of ``GENERATED``), by marker name."""
-    return {name: make() for name, make in GENERATED[page].items()}
+def _seed(value: str) -> int:
+    try:
+        seed = int(value)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed < 2**32:
+        raise argparse.ArgumentTypeError(f"must be an int in [0, 2**32), got {value!r}")
+    return seed
 
 
-def replace_section(text: str, name: str, body: str) -> str:
-    """Replace what lies between the ``name`` markers of ``text`` (the start marker line is kept)."""
-    start, end = (m.format(name) for m in MARKERS)
-    head, found, rest = text.partition(start)
-    if not found:
-        raise ValueError(f"no `{start}` marker in the page")
-    marker_line, _, rest = rest.partition("\n")
-    _, _, tail = rest.partition(end)
-    return f"{head}{start}{marker_line}\n{body}\n{end}{tail}"
+def _writable_file(value: str) -> Path:
+    path = Path(value)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value!r} is a folder; give a file path such as {value}/out.json")
+    _check_writable_dir(path.parent, value)
+    return path
 
 
-def update_readme(root: Path = Path(".")) -> None:
-    """Regenerate the registry-driven sections of ``README.md`` and ``docs/index.md``."""
-    for page in GENERATED:
-        path = root / page
-        text = path.read_text()
-        for name, body in generated_sections(page).items():
-            text = replace_section(text, name, body)
-        path.write_text(text)
+def _writable_dir(value: str) -> Path:
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value!r} is a file; give a folder")
+    _check_writable_dir(path, value)
+    return path
+
+
+def _check_writable_dir(folder: Path, value: str) -> None:
+    existing = folder.resolve()
+    while not existing.exists():
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise OSError
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError:
+        message = f"cannot write {value!r}: {existing} is not a writable folder"
+        raise argparse.ArgumentTypeError(message) from None
 
 
 def _load(target: str) -> Callable[..., Any]:
     module, _, function = target.partition(":")
-    return getattr(importlib.import_module(module), function)
+    return getattr(importlib.import_module(module), function)  # type: ignore[no-any-return]
+
+
+def _unmet_extras(info: MethodInfo) -> list[str]:
+    return [extra for extra in info.extras if not is_available(extra)]
 
 
 def run_bench(info: MethodInfo, *, quick: bool, seed: int, tour: bool = False) -> Any:
     """Run a method's benchmark (or its tour entry) and return its ``BenchReport``."""
-    for extra in info.extras:
-        from hf_ext._availability import require
+    from hf_ext._availability import require_all
 
-        require(extra, f"`hf-ext bench {info.id}`")
+    require_all(info.extras, f"`hf-ext bench {info.id}`")
     target = info.tour if tour and info.tour else info.bench
     return _load(target)(quick=quick or tour, seed=seed)
 
@@ -101,9 +111,21 @@ def _headline_text(report: Any) -> str:
     )
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    from hf_ext.benchmarking import format_table
+def _wrapped_table(rows: list[dict[str, str]], width: int) -> str:
+    """A text table no wider than ``width``: the last column wraps onto continuation lines."""
+    cols = list(rows[0])
+    fixed = [max(len(c), *(len(r[c]) for r in rows)) for c in cols[:-1]]
+    last = max(20, width - sum(fixed) - 2 * len(fixed))
+    lines = ["  ".join([*(c.ljust(w) for c, w in zip(cols, fixed)), cols[-1]]).rstrip()]
+    lines.append("  ".join("-" * w for w in [*fixed, min(last, max(len(r[cols[-1]]) for r in rows))]))
+    for r in rows:
+        parts = textwrap.wrap(r[cols[-1]], last) or [""]
+        lines.append("  ".join([*(r[c].ljust(w) for c, w in zip(cols, fixed)), parts[0]]))
+        lines += [" " * (sum(fixed) + 2 * len(fixed)) + p for p in parts[1:]]
+    return "\n".join(lines)
 
+
+def cmd_list(args: argparse.Namespace) -> int:
     if args.markdown:
         print(feature_table())
         return 0
@@ -114,43 +136,37 @@ def cmd_list(args: argparse.Namespace) -> int:
         {
             "id": m.id,
             "method": m.name,
-            "venue": m.venue,
-            "arXiv": m.arxiv or "-",
-            "host": m.host,
-            "public names": ", ".join(m.public),
+            "extras": ",".join(m.extras) or "-",
+            "host component" + (" / public names" if args.wide else ""): m.host
+            + (f" -- {', '.join(m.public)}" if args.wide else ""),
         }
         for m in methods().values()
     ]
-    print(format_table(rows))
+    width = 10**6 if args.wide else min(LIST_WIDTH, shutil.get_terminal_size((LIST_WIDTH, 24)).columns)
+    print(_wrapped_table(rows, width))
     return 0
 
 
-def _progress(done: int, total: int, label: str) -> None:
-    width = 24
-    filled = int(width * done / max(total, 1))
-    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<40}")
-    sys.stderr.flush()
-    if done == total:
-        sys.stderr.write("\n")
-
-
 def cmd_tour(args: argparse.Namespace) -> int:
-    from hf_ext.benchmarking import Timer, format_table
+    from hf_ext.benchmarking import Timer, format_table, progress
 
-    chosen = [get(i) for i in args.only] if args.only else list(methods().values())
+    chosen = [methods()[i] for i in args.only] if args.only else list(methods().values())
     rows, failed = [], 0
-    for i, info in enumerate(chosen):
-        _progress(i, len(chosen), info.id)
+    for info in progress(chosen, desc="tour", unit="method"):
+        unmet = _unmet_extras(info)
         with Timer() as timer:
-            try:
-                report = run_bench(info, quick=True, seed=args.seed, tour=True)
-                ran, headline = report.what, _headline_text(report)
-            except Exception as err:  # a failing method is reported and the tour goes on
-                failed += 1
-                ran, headline = "FAILED", f"{type(err).__name__}: {err}".splitlines()[0][:160]
-                logging.getLogger("hf_ext.cli").debug("tour entry %s failed", info.id, exc_info=True)
-                if args.verbose:
-                    traceback.print_exc()
+            if unmet:
+                ran, headline = "skipped", f"needs the {','.join(unmet)} extra: {install_hint(unmet)}"
+            else:
+                try:
+                    report = run_bench(info, quick=True, seed=args.seed, tour=True)
+                    ran, headline = report.what, _headline_text(report)
+                except Exception as err:  # a failing method is reported and the tour goes on
+                    failed += 1
+                    ran, headline = "FAILED", f"{type(err).__name__}: {err}".splitlines()[0][:160]
+                    logging.getLogger("hf_ext.cli").debug("tour entry %s failed", info.id, exc_info=True)
+                    if args.verbose:
+                        traceback.print_exc()
         rows.append(
             {
                 "method": info.id,
@@ -160,7 +176,6 @@ def cmd_tour(args: argparse.Namespace) -> int:
                 "seconds": round(timer.seconds, 1),
             }
         )
-    _progress(len(chosen), len(chosen), "done")
     print(format_table(rows))
     if failed:
         print(f"\n{failed} of {len(chosen)} tour entries failed.", file=sys.stderr)
@@ -170,38 +185,38 @@ def cmd_tour(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from hf_ext.benchmarking import Timer, format_table
 
-    try:
-        info = get(args.name)
-    except KeyError as err:
-        print(f"hf-ext bench: {err.args[0]}", file=sys.stderr)
+    info = methods()[args.name]
+    unmet = _unmet_extras(info)
+    if unmet:
+        print(
+            f"hf-ext bench: `{info.id}` needs the {','.join(unmet)} extra: {install_hint(unmet)}",
+            file=sys.stderr,
+        )
         return 2
-    try:
-        with Timer() as timer:
-            report = run_bench(info, quick=args.quick, seed=args.seed)
-    except ImportError as err:
-        print(f"hf-ext bench: {err}", file=sys.stderr)
-        return 2
-    seconds = timer.seconds
+    with Timer() as timer:
+        report = run_bench(info, quick=args.quick, seed=args.seed)
     mode = "quick" if args.quick else "full"
     print(f"hf-ext bench {info.id} ({mode}, seed {args.seed}): {report.what}")
     print(format_table(report.rows))
     print(f"\nheadline  {_headline_text(report)}")
     for note in report.notes:
         print(f"note      {note}")
-    for name, path in report.files.items():
-        print(f"file      {name}: {path}")
+    files = dict(report.files)
     if args.plot:
         plot = getattr(importlib.import_module(info.bench.partition(":")[0]), "plot", None)
         if plot is None:
-            print(f"file      (no plot: `hf-ext bench {info.id}` draws none)")
+            print(f"note      `hf-ext bench {info.id}` draws no figure; --plot wrote nothing")
         else:
-            for name, path in plot(report, Path(args.plot)).items():
-                print(f"file      {name}: {path}")
-    print(f"seconds   {seconds:.1f}")
+            args.plot.mkdir(parents=True, exist_ok=True)
+            files.update(plot(report, args.plot))
+    for name, path in files.items():
+        print(f"file      {name}: {path}")
+    print(f"seconds   {timer.seconds:.1f}")
     if args.json:
         doc = report.to_json(method=info.id, quick=args.quick, seed=args.seed)
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(doc, indent=2))
+        doc["files"] = files
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(doc, indent=2))
         print(f"json      {args.json}")
     return 0
 
@@ -217,14 +232,17 @@ def all_assets() -> dict[str, str]:
 
 
 def cmd_assets(args: argparse.Namespace) -> int:
+    from hf_ext.benchmarking import Timer
+
     table = all_assets()
     if args.list:
         print("\n".join(table))
         return 0
-    names = args.names or list(table)
-    for name in names:
-        from hf_ext.benchmarking import Timer
-
+    unknown = [n for n in args.names if n not in table]
+    if unknown:
+        print(f"hf-ext assets: unknown asset {unknown[0]!r}; known: {', '.join(table)}", file=sys.stderr)
+        return 2
+    for name in args.names or list(table):
         print(f"asset     {name} ...", flush=True)
         with Timer() as timer:
             _load(table[name])()
@@ -238,26 +256,29 @@ def method_commands() -> dict[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hf-ext", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="hf-ext", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"hf-ext {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="show library logs and tracebacks")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("list", help="the method registry as a table")
     p.add_argument("--markdown", action="store_true", help="print the README feature table")
     p.add_argument("--ids", action="store_true", help="print the method ids only")
+    p.add_argument("--wide", action="store_true", help="every column in full (no wrapping to 100 columns)")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("tour", help="run every method end to end on built-in defaults")
-    p.add_argument("--only", nargs="+", metavar="ID", help="run only these methods")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--only", nargs="+", metavar="ID", type=_method_id, help="run only these methods")
+    p.add_argument("--seed", type=_seed, default=0)
     p.set_defaults(func=cmd_tour)
 
     p = sub.add_parser("bench", help="run a method and its baselines side by side")
-    p.add_argument("name", help="method id (see `hf-ext list`)")
+    p.add_argument("name", type=_method_id, help="method id (see `hf-ext list`)")
     p.add_argument("--quick", action="store_true", help="small settings, under a minute")
-    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--plot", metavar="DIR", help="also draw the benchmark's figures as PNG files in DIR")
+    p.add_argument("--json", metavar="PATH", type=_writable_file, help="also write the results as JSON")
+    p.add_argument("--seed", type=_seed, default=0)
+    p.add_argument("--plot", metavar="DIR", type=_writable_dir, help="also draw the figures as PNG files")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("assets", help="build and cache the real models and trained assets (offline)")
@@ -282,12 +303,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if not args.verbose:
         _quiet_hosts()
+    from hf_ext.benchmarking import set_progress
+
+    set_progress(not args.quiet and sys.stderr.isatty())
     return int(args.func(args))
 
 
 def _quiet_hosts() -> None:
     """Silence host progress bars, info logs and deprecation notices so the CLI's own table stays readable."""
-    import os
     import warnings
 
     for category in (FutureWarning, DeprecationWarning):

@@ -38,7 +38,6 @@ def fake_methods(monkeypatch):
         "bad": MethodInfo(id="bad", name="Bad", bench="hf_ext_fake_bench:broken", **common),
     }
     monkeypatch.setattr(cli, "methods", lambda: fake)
-    monkeypatch.setattr(cli, "get", lambda i: fake[i])
     return fake
 
 
@@ -61,10 +60,68 @@ def test_bench_prints_table_and_writes_schema(fake_methods, tmp_path, capsys):
     assert all({"system", "is_baseline"} <= set(r) for r in doc["rows"])
 
 
-def test_bench_unknown_names_known_methods(capsys):
-    assert cli.main(["bench", "no-such-method"]) == 2
+def _usage_error(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
     err = capsys.readouterr().err
-    assert "Known methods:" in err and all(m in err for m in methods())
+    assert exit_info.value.code == 2
+    assert len(err.strip().splitlines()) == 1, err
+    return err
+
+
+def test_bench_unknown_names_known_methods(capsys):
+    err = _usage_error(["bench", "no-such-method"], capsys)
+    assert "argument name: unknown method 'no-such-method'" in err and all(m in err for m in methods())
+
+
+def test_close_ids_are_suggested(capsys):
+    some = next(iter(methods()))
+    assert f"did you mean {some!r}" in _usage_error(["tour", "--only", some + "x"], capsys)
+
+
+@pytest.mark.parametrize("seed", ["-1", "abc", str(2**32)])
+def test_bad_seed_is_refused_before_running(seed, capsys):
+    assert f"argument --seed: must be an int in [0, 2**32), got {seed!r}" in _usage_error(
+        ["bench", next(iter(methods())), "--seed", seed], capsys
+    )
+
+
+def test_unwritable_json_and_plot_paths_are_refused_before_running(tmp_path, capsys):
+    method = next(iter(methods()))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert "argument --json: cannot write" in _usage_error(
+        ["bench", method, "--json", f"{blocker}/x.json"], capsys
+    )
+    assert "is a folder" in _usage_error(["bench", method, "--json", str(tmp_path)], capsys)
+    assert "argument --plot: " in _usage_error(["bench", method, "--plot", str(blocker)], capsys)
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.startswith("hf-ext ")
+
+
+def test_tour_skips_methods_whose_extra_is_missing(fake_methods, monkeypatch, capsys):
+    needy = MethodInfo(
+        id="needy",
+        name="N",
+        title="T",
+        venue="V",
+        arxiv=None,
+        host="h",
+        extras=("trl",),
+        public={},
+        citation="@misc{x}",
+        bench="hf_ext_fake_bench:broken",
+    )
+    monkeypatch.setattr(cli, "methods", lambda: {"needy": needy})
+    monkeypatch.setattr(cli, "is_available", lambda extra: False)
+    monkeypatch.setattr(cli, "install_hint", lambda extras: "`pip install 'trl~=1.16.0'`")
+    assert cli.main(["tour"]) == 0
+    out = capsys.readouterr().out
+    assert "skipped" in out and "needs the trl extra" in out and "FAILED" not in out
 
 
 def test_tour_reports_failures_and_goes_on(fake_methods, capsys):
@@ -74,10 +131,14 @@ def test_tour_reports_failures_and_goes_on(fake_methods, capsys):
     assert "toy, seed 0" in out
 
 
-def test_list_shows_registry(capsys):
+def test_list_shows_registry_within_100_columns(capsys):
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
     assert all(m in out for m in methods())
+    assert max(len(line) for line in out.splitlines()) <= 100
+    assert cli.main(["list", "--wide"]) == 0
+    wide = capsys.readouterr().out
+    assert all(name in wide for m in methods().values() for name in m.public)
 
 
 def test_headline_picks_best_baseline():

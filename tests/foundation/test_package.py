@@ -15,7 +15,7 @@ import pytest
 import hf_ext
 from hf_ext import _availability
 from hf_ext._registry import get, methods
-from hf_ext.cli import GENERATED, generated_sections
+from hf_ext._readme import GENERATED, generated_sections
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = (
