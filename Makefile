@@ -7,9 +7,9 @@ export HF_HUB_OFFLINE := 1
 
 .PHONY: install demo test test-fast bench docs lint readme clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[all,dev]' -c constraints.txt
 	touch $(STAMP)
 
 install: $(STAMP)
