@@ -17,6 +17,7 @@ METHOD = MethodInfo(
         "validate_camp_dataset": "hf_ext.trl.camp.data",
     },
     bench="hf_ext.trl.camp.bench:run",
+    moved={"hf_ext.trl.camp.task": "hf_ext.trl.camp._bench_task"},
     tour=None,
     citation=(
         "@inproceedings{camp2026,\n"

@@ -1,4 +1,4 @@
-"""Shared fixtures of the CAMP tests: a word tokenizer, a tiny Llama, a 16-row CAMP dataset, a config factory."""
+"""CAMP test fixtures: a word tokenizer, a tiny Llama, a 16-row CAMP dataset, a config factory."""
 
 from __future__ import annotations
 

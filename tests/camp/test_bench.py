@@ -12,7 +12,7 @@ pytestmark = requires("trl")
 
 
 def test_preference_rows_layout() -> None:
-    from hf_ext.trl.camp import task as T
+    from hf_ext.trl.camp import _bench_task as T
     from hf_ext.trl.camp.core import camp_conflict
 
     task = T.make_task(6, 4)
@@ -31,7 +31,7 @@ def test_preference_rows_layout() -> None:
 
 def test_answer_rates_and_margins_on_untrained_model() -> None:
     from hf_ext.testing import tiny_llama, word_tokenizer
-    from hf_ext.trl.camp import task as T
+    from hf_ext.trl.camp import _bench_task as T
 
     task = T.make_task(4, 3)
     tok = word_tokenizer(task.words)

@@ -34,17 +34,23 @@ def test_defaults() -> None:
         ({"use_weighting": True}, "`use_weighting` must be False"),
         (
             {"f_divergence_type": "js_divergence"},
-            "`f_divergence_type` must be 'reverse_kl' .* got 'js_divergence'",
+            "`f_divergence_type` must be one of 'reverse_kl', got 'js_divergence'",
         ),
         ({"label_smoothing": 0.1}, "`label_smoothing` must be 0 for CAMP .* got 0.1"),
-        ({"camp_mode": "beta"}, r"`camp_mode` must be one of \('margin', 'weight', 'off'\), got 'beta'"),
+        ({"camp_mode": "beta"}, "`camp_mode` must be one of 'margin', 'weight', 'off', got 'beta'"),
         ({"conflict_rule": "xor"}, "`conflict_rule` must be one of .* got 'xor'"),
-        ({"camp_weights": [0.5]}, r"`camp_weights` must be two finite non-negative numbers .* got \[0.5\]"),
-        ({"camp_weights": [0.5, -1.0]}, "`camp_weights` must be two finite non-negative numbers"),
-        ({"camp_weights": [0.5, float("nan")]}, "`camp_weights` must be two finite non-negative numbers"),
-        ({"camp_gamma": -1.0}, "`camp_gamma` must be a finite number >= 0, got -1.0"),
-        ({"camp_conflict_weight": float("inf")}, "`camp_conflict_weight` must be a finite number >= 0"),
-        ({"camp_kappa": 0.0}, "`camp_kappa` must be a finite number > 0, got 0.0"),
+        (
+            {"camp_weights": [0.5]},
+            r"`camp_weights` must be a list of length 2, got \[0.5\]. Give \(w_T, w_H\)",
+        ),
+        ({"camp_weights": [0.5, -1.0]}, r"`camp_weights\[1\]` must be a finite float >= 0, got -1.0"),
+        ({"camp_weights": [0.5, float("nan")]}, r"`camp_weights\[1\]` must be a finite float >= 0, got nan"),
+        ({"camp_gamma": -1.0}, "`camp_gamma` must be a finite float >= 0, got -1.0"),
+        (
+            {"camp_conflict_weight": float("inf")},
+            "`camp_conflict_weight` must be a finite float >= 0, got inf",
+        ),
+        ({"camp_kappa": 0.0}, "`camp_kappa` must be a finite float > 0, got 0.0"),
     ],
 )
 def test_bad_config(kw: dict[str, Any], match: str) -> None:
@@ -57,12 +63,9 @@ def test_hf_argument_parser() -> None:
 
     from hf_ext import CAMPConfig
 
-    (cfg,) = HfArgumentParser(CAMPConfig).parse_args_into_dataclasses(
-        [
-            "--output_dir", "/tmp/camp-cli", "--camp_mode", "weight", "--camp_weights", "0.7", "0.3",
-            "--conflict_key", "probe", "--camp_gamma", "0.25", "--report_to", "none", "--use_cpu", "true",
-        ]
-    )  # fmt: skip
+    argv = "--output_dir /tmp/camp-cli --camp_mode weight --camp_weights 0.7 0.3 --conflict_key probe"
+    argv += " --camp_gamma 0.25 --report_to none --use_cpu true"
+    (cfg,) = HfArgumentParser(CAMPConfig).parse_args_into_dataclasses(argv.split())
     assert isinstance(cfg, CAMPConfig)
     assert (cfg.camp_mode, cfg.camp_weights, cfg.conflict_key, cfg.camp_gamma) == (
         "weight",

@@ -115,5 +115,5 @@ def test_bad_inputs() -> None:
         camp_conflict([0.1], x)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="`rule` must be one of"):
         camp_conflict(x, x, rule="xor")
-    with pytest.raises(ValueError, match="`kappa` must be a finite number > 0, got 0"):
+    with pytest.raises(ValueError, match="`kappa` must be a finite float > 0, got 0"):
         camp_conflict(x, x, rule="soft", kappa=0)

@@ -1,4 +1,4 @@
-"""``ultrafeedback_to_camp`` on a 12-row hand-written openbmb-layout fixture, and ``validate_camp_dataset``."""
+"""``ultrafeedback_to_camp`` on a 12-row hand-written openbmb-layout fixture; ``validate_camp_dataset``."""
 
 from __future__ import annotations
 
@@ -52,11 +52,25 @@ def test_flat_layout() -> None:
     from hf_ext.trl.camp import ultrafeedback_to_camp
 
     rows = [
-        {"prompt": "p", "chosen": "a", "rejected": "b", "chosen_honesty": 1, "rejected_honesty": 5,
-         "chosen_helpfulness": 5, "rejected_helpfulness": 1},
-        {"prompt": "q", "chosen": "a", "rejected": "b", "chosen_honesty": "N/A", "rejected_honesty": 5,
-         "chosen_helpfulness": 5, "rejected_helpfulness": 1},
-    ]  # fmt: skip
+        {
+            "prompt": "p",
+            "chosen": "a",
+            "rejected": "b",
+            "chosen_honesty": 1,
+            "rejected_honesty": 5,
+            "chosen_helpfulness": 5,
+            "rejected_helpfulness": 1,
+        },
+        {
+            "prompt": "q",
+            "chosen": "a",
+            "rejected": "b",
+            "chosen_honesty": "N/A",
+            "rejected_honesty": 5,
+            "chosen_helpfulness": 5,
+            "rejected_helpfulness": 1,
+        },
+    ]
     ds = ultrafeedback_to_camp(rows, truth_aspects=("honesty",))
     assert (
         len(ds) == 1 and ds[0]["truth_margin"] == -1.0 and ds[0]["help_margin"] == 1.0 and ds[0]["conflict"]

@@ -1,4 +1,4 @@
-"""``CAMPTrainer`` end to end on a tiny Llama: reference paths, parity with stock DPO, accumulation, resume, save."""
+"""``CAMPTrainer`` on a tiny Llama: reference paths, parity with stock DPO, accumulation, resume, save."""
 
 from __future__ import annotations
 
@@ -104,9 +104,13 @@ def test_end_to_end_reference_paths(
 def _recorded_run(trainer_cls: Any, model: Any, args: Any, ds: Any, tok: Any) -> tuple[Any, GradRecorder]:
     rec = GradRecorder()
     trainer = trainer_cls(
-        model=model, ref_model=copy.deepcopy(model), args=args, train_dataset=ds, processing_class=tok,
+        model=model,
+        ref_model=copy.deepcopy(model),
+        args=args,
+        train_dataset=ds,
+        processing_class=tok,
         callbacks=[rec.callback],
-    )  # fmt: skip
+    )
     trainer.train()
     return trainer, rec
 
@@ -145,7 +149,7 @@ def test_parity_with_stock_dpo_sigmoid(
 def test_margin_equals_dpo_with_shifted_reference(
     tok: Any, make_model: Any, camp_dataset: Any, make_args: Any
 ) -> None:
-    """CAMP margin loss = stock DPO loss with each row's ref_chosen_logps shifted by +m/beta (no trl internals)."""
+    """CAMP margin loss = stock DPO loss with each row's ref_chosen_logps shifted by +m/beta."""
     import torch
     from trl import DPOConfig, DPOTrainer
 
@@ -154,13 +158,24 @@ def test_margin_equals_dpo_with_shifted_reference(
 
     kw = dict(max_steps=1, precompute_ref_log_probs=True, beta=0.5)
     rec_camp = GradRecorder()
-    camp = _camp(make_model(), make_args(CAMPConfig, camp_gamma=0.7, **kw), camp_dataset, tok, ref_model=None,
-                 callbacks=[rec_camp.callback])  # fmt: skip
+    camp = _camp(
+        make_model(),
+        make_args(CAMPConfig, camp_gamma=0.7, **kw),
+        camp_dataset,
+        tok,
+        ref_model=None,
+        callbacks=[rec_camp.callback],
+    )
     camp.train()
 
     rec_dpo = GradRecorder()
-    dpo = DPOTrainer(model=make_model(), args=make_args(DPOConfig, **kw), train_dataset=camp_dataset,
-                     processing_class=tok, callbacks=[rec_dpo.callback])  # fmt: skip
+    dpo = DPOTrainer(
+        model=make_model(),
+        args=make_args(DPOConfig, **kw),
+        train_dataset=camp_dataset,
+        processing_class=tok,
+        callbacks=[rec_dpo.callback],
+    )
     t, h = (torch.tensor(camp_dataset[k], dtype=torch.float64) for k in ("truth_margin", "help_margin"))
     shift = camp_margin(t, h, camp_conflict(t, h), gamma=0.7) / 0.5
     ds = dpo.train_dataset
@@ -174,16 +189,19 @@ def test_margin_equals_dpo_with_shifted_reference(
 def test_gradient_accumulation_matches_large_batch(
     tok: Any, make_model: Any, camp_dataset: Any, make_args: Any
 ) -> None:
-    """Accumulating 2 micro-batches of 2 gives the update of one batch of 4 (float64 weights, so fp32 summation order does not blur the check)."""
+    """Accumulating 2 micro-batches of 2 gives the update of one batch of 4.
+
+    The weights are float64, so the float32 summation order does not blur the check.
+    """
     ref: list[Any] = []
     rec_acc = GradRecorder(ref)
-    acc = _camp(make_model().double(), make_args(max_steps=1, per_device_train_batch_size=2, gradient_accumulation_steps=2),
-                camp_dataset, tok, callbacks=[rec_acc.callback])  # fmt: skip
+    args = make_args(max_steps=1, per_device_train_batch_size=2, gradient_accumulation_steps=2)
+    acc = _camp(make_model().double(), args, camp_dataset, tok, callbacks=[rec_acc.callback])
     ref.append(acc)
     acc.train()
     rec_big = GradRecorder()
-    big = _camp(make_model().double(), make_args(max_steps=1, per_device_train_batch_size=4), camp_dataset, tok,
-                callbacks=[rec_big.callback])  # fmt: skip
+    args = make_args(max_steps=1, per_device_train_batch_size=4)
+    big = _camp(make_model().double(), args, camp_dataset, tok, callbacks=[rec_big.callback])
     big.train()
     assert rec_acc.metric_counts == [2]  # both micro-batches carried the CAMP columns through the loss
     _assert_same(rec_acc.grads[0], rec_big.grads[0], atol=1e-6)
@@ -226,10 +244,12 @@ def test_save_model_round_trip(
 def test_weight_mode_with_conflict_column(tok: Any, make_model: Any, make_args: Any, rows: list[Any]) -> None:
     from datasets import Dataset
 
-    rows = [{k: v for k, v in r.items() if k not in ("truth_margin", "help_margin")} | {"probe": i % 2 * 1.0}
-            for i, r in enumerate(rows)]  # fmt: skip
-    trainer = _camp(make_model(), make_args(camp_mode="weight", conflict_key="probe", per_device_train_batch_size=8),
-                    Dataset.from_list(rows), tok)  # fmt: skip
+    rows = [
+        {k: v for k, v in r.items() if k not in ("truth_margin", "help_margin")} | {"probe": i % 2 * 1.0}
+        for i, r in enumerate(rows)
+    ]
+    args = make_args(camp_mode="weight", conflict_key="probe", per_device_train_batch_size=8)
+    trainer = _camp(make_model(), args, Dataset.from_list(rows), tok)
     trainer.train()
     assert sum(_logged(trainer, "camp/conflict_frac")) / 2 == pytest.approx(0.5)
     assert sum(_logged(trainer, "camp/weight_mean")) / 2 == pytest.approx(0.75)
@@ -288,8 +308,13 @@ def test_custom_collator_without_camp_columns(
 ) -> None:
     from trl.trainer.dpo_trainer import DataCollatorForPreference
 
-    trainer = _camp(make_model(), make_args(), camp_dataset, tok,
-                    data_collator=DataCollatorForPreference(pad_token_id=tok.pad_token_id))  # fmt: skip
+    trainer = _camp(
+        make_model(),
+        make_args(),
+        camp_dataset,
+        tok,
+        data_collator=DataCollatorForPreference(pad_token_id=tok.pad_token_id),
+    )
     with pytest.raises(
         ValueError, match=r"the batch lacks the CAMP column\(s\) \['truth_margin', 'help_margin'\]"
     ):

@@ -1,10 +1,11 @@
 """``hf-ext bench camp``: DPO vs CAMP (and baselines) from one SFT checkpoint on the knowledge-boundary task.
 
-Every arm starts from the same in-memory SFT checkpoint of a 2-layer Llama (hidden 64, word vocabulary of about
-200) with the same optimiser, batch, epochs and data order; only the loss differs. All data are synthetic
-(:mod:`hf_ext.trl.camp.task`). Arms: ``dpo`` (stock ``trl.DPOTrainer``), ``modpo_like`` (trade-off margin on every
-pair, no gating), ``pd_filter`` (DPO without the conflict pairs), ``camp_margin``, ``camp_weight``, and the
-truth-prioritised variants (``w_T, w_H = 0.7, 0.3``) of ``modpo_like`` and ``camp_margin``.
+Every arm starts from the same in-memory SFT checkpoint of a 2-layer Llama (hidden 64, word vocabulary of
+about 200) with the same optimiser, batch, epochs and data order; only the loss differs. All data are
+synthetic (:mod:`hf_ext.trl.camp._bench_task`). Arms: ``dpo`` (stock ``trl.DPOTrainer``), ``modpo_like``
+(trade-off margin on every pair, no gating), ``pd_filter`` (DPO without the conflict pairs), ``camp_margin``,
+``camp_weight``, and the truth-prioritised variants (``w_T, w_H = 0.7, 0.3``) of ``modpo_like`` and
+``camp_margin``.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import resource
 import statistics
 import tempfile
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from hf_ext.benchmarking import BenchReport, Headline, Timer, seeded
-from hf_ext.trl.camp import task as T
+from hf_ext.benchmarking import BenchReport, Headline, Timer, mean_se, pinned_threads, seeded, verdict
+from hf_ext.trl.camp import _bench_task as T
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +54,7 @@ BASELINES = ("dpo", "modpo_like", "pd_filter", "modpo_like_truth")
 
 
 @contextmanager
-def _quiet() -> Any:
+def _quiet() -> Iterator[None]:
     """Silence the datasets progress bars of the trainers' preprocessing for the duration of the benchmark."""
     import datasets
 
@@ -63,19 +65,6 @@ def _quiet() -> Any:
     finally:
         if was_enabled:
             datasets.enable_progress_bars()
-
-
-@contextmanager
-def _one_thread() -> Any:
-    """One torch thread while the benchmark runs (tiny matmuls; threads only add contention on a shared CPU)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _train_arm(
@@ -93,23 +82,25 @@ def _train_arm(
     data = [dict(r, all_conflict=1.0) for r in rows if not (drop_conflict and r["kind"] == "conflict")]
     policy, ref = copy.deepcopy(sft_model), copy.deepcopy(sft_model)
     with tempfile.TemporaryDirectory() as out:
-        common = dict(
-            output_dir=out, num_train_epochs=epochs, per_device_train_batch_size=8, learning_rate=lr, beta=BETA,
-            seed=seed, data_seed=seed, use_cpu=True, bf16=False, gradient_checkpointing=False, report_to=[],
-            save_strategy="no", logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0,
-        )  # fmt: skip
+        common: dict[str, Any] = {
+            **dict(output_dir=out, num_train_epochs=epochs, per_device_train_batch_size=8, learning_rate=lr),
+            **dict(beta=BETA, seed=seed, data_seed=seed, use_cpu=True, bf16=False, report_to=[]),
+            **dict(gradient_checkpointing=False, save_strategy="no", logging_strategy="no"),
+            **dict(disable_tqdm=True, dataloader_num_workers=0),
+        }
+        dataset = Dataset.from_list(data)
         if kind == "dpo":
+            args: Any = DPOConfig(**common)
             trainer: Any = DPOTrainer(
-                policy, ref_model=ref, args=DPOConfig(**common), train_dataset=Dataset.from_list(data),
-                processing_class=tok,
-            )  # fmt: skip
+                policy, ref_model=ref, args=args, train_dataset=dataset, processing_class=tok
+            )
         else:
             with warnings.catch_warnings():  # modpo_like is all-conflict by construction
                 warnings.filterwarnings("ignore", message="conflict fraction is 1")
+                args = CAMPConfig(**common, **overrides)
                 trainer = CAMPTrainer(
-                    policy, ref_model=ref, args=CAMPConfig(**common, **overrides),
-                    train_dataset=Dataset.from_list(data), processing_class=tok,
-                )  # fmt: skip
+                    policy, ref_model=ref, args=args, train_dataset=dataset, processing_class=tok
+                )
         trainer.remove_callback(PrinterCallback)  # it prints the train metrics to stdout
         out_train = trainer.train()
     steps = out_train.global_step
@@ -127,10 +118,8 @@ def _seed_run(
     task = T.make_task(size["n_known"], size["n_unknown"])
     tok = word_tokenizer(task.words)
     with seeded(seed):
-        model = tiny_llama(
-            seed, vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_attention_heads=4,
-            num_key_value_heads=2, max_position_embeddings=16,
-        )  # fmt: skip
+        shape = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
+        model = tiny_llama(seed, vocab_size=len(tok), max_position_embeddings=16, **shape)
         with Timer() as t_sft:
             sft_acc = T.sft(model, tok, task, steps=size["sft_steps"], lr=3e-3, seed=seed)
         rows = T.preference_rows(task, seed)
@@ -138,13 +127,14 @@ def _seed_run(
         results = {
             arm: _train_arm(arm, model, tok, task, rows, seed, size["epochs"], size["lr"]) for arm in arms
         }
-    info = {"sft_known_acc": sft_acc, "sft_fabrication": sft_rates["fabrication"], "sft_s": t_sft.seconds,
-            "n_pairs": len(rows), "conflict_frac": sum(r["kind"] == "conflict" for r in rows) / len(rows)}  # fmt: skip
+    info = {
+        "sft_known_acc": sft_acc,
+        "sft_fabrication": sft_rates["fabrication"],
+        "sft_s": t_sft.seconds,
+        "n_pairs": len(rows),
+        "conflict_frac": sum(r["kind"] == "conflict" for r in rows) / len(rows),
+    }
     return results, info
-
-
-def _mean_sd(values: list[float]) -> tuple[float, float]:
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
 def _ratio(consistent: float, conflict: float) -> float:
@@ -170,7 +160,7 @@ def _rows(per_seed: list[dict[str, dict]], arms: tuple[str, ...]) -> list[dict[s
             "weights": _weights_label(arm),
         }
         for fig in FIGURES:
-            row[fig], row[f"{fig}_sd"] = _mean_sd([r[fig] for r in runs])
+            row[fig], row[f"{fig}_se"], _ = mean_se(r[fig] for r in runs)
         row["margin_ratio"] = _ratio(row["margin_consistent"], row["margin_conflict"])
         row["margin_diff"] = row["margin_consistent"] - row["margin_conflict"]
         row["steps"] = runs[0]["steps"]
@@ -199,28 +189,33 @@ def _verdicts(rows: list[dict[str, Any]], per_seed: list[dict[str, dict]]) -> li
             how = f"ratio {r['margin_ratio']:.2f} vs DPO {dpo['margin_ratio']:.2f} (need >= 2x)"
         else:
             met = r["margin_diff"] > dpo["margin_diff"]
-            how = f"a conflict mean is <= 0, so differences: {r['margin_diff']:.3f} vs DPO {dpo['margin_diff']:.3f}"
+            how = (
+                f"a conflict mean is <= 0, so differences: {r['margin_diff']:.3f} "
+                f"vs DPO {dpo['margin_diff']:.3f}"
+            )
         behaviour = (
             r["fabrication"] <= dpo["fabrication"]
             and r["known_acc"] >= dpo["known_acc"] - 0.02
             and r["over_refusal"] <= dpo["over_refusal"] + 0.02
         )
         fewer_fab = sum(s[arm]["fabrication"] <= s["dpo"]["fabrication"] for s in per_seed)
-        notes.append(
-            f"{arm}: mechanism target {'MET' if met else 'MISSED'} ({how}); behaviour target "
-            f"{'MET' if behaviour else 'MISSED'} on the seed means (fabrication {r['fabrication']:.3f} vs DPO "
-            f"{dpo['fabrication']:.3f}, lower or equal in {fewer_fab}/{len(per_seed)} seeds; known acc "
-            f"{r['known_acc']:.3f} vs {dpo['known_acc']:.3f}; over-refusal {r['over_refusal']:.3f} vs "
-            f"{dpo['over_refusal']:.3f}; 2-point tolerance)."
+        notes.append(verdict(f"{arm}: mechanism target", met, how))
+        detail = (
+            f"seed means: fabrication {r['fabrication']:.3f} vs DPO {dpo['fabrication']:.3f}, "
+            f"lower or equal in {fewer_fab}/{len(per_seed)} seeds; "
+            f"known acc {r['known_acc']:.3f} vs {dpo['known_acc']:.3f}; "
+            f"over-refusal {r['over_refusal']:.3f} vs {dpo['over_refusal']:.3f}; 2-point tolerance"
         )
+        notes.append(verdict(f"{arm}: behaviour target", behaviour, detail))
     camp_arms = [a for a in ("camp_margin", "camp_margin_truth", "camp_weight") if a in by]
     best = min(camp_arms, key=lambda a: by[a]["fabrication"])
     line = (
-        f"Fabrication on unknown questions: DPO {dpo['fabrication']:.3f}; the best CAMP arm ({best}) lowers it by "
-        f"{100 * (dpo['fabrication'] - by[best]['fabrication']):.1f} points"
+        f"Fabrication on unknown questions: DPO {dpo['fabrication']:.3f}; the best CAMP arm ({best}) "
+        f"lowers it by {100 * (dpo['fabrication'] - by[best]['fabrication']):.1f} points"
     )
     if "pd_filter" in by:
-        line += f", dropping the conflict pairs (pd_filter) by {100 * -by['pd_filter']['fabrication_vs_dpo']:.1f} points"
+        drop = 100 * -by["pd_filter"]["fabrication_vs_dpo"]
+        line += f", dropping the conflict pairs (pd_filter) by {drop:.1f} points"
     notes.append(line + ".")
     worst = max(camp_arms, key=lambda a: by[a]["step_time_vs_dpo"])
     overhead = 100 * (by[worst]["step_time_vs_dpo"] - 1)
@@ -229,20 +224,18 @@ def _verdicts(rows: list[dict[str, Any]], per_seed: list[dict[str, dict]]) -> li
         f"{'within' if overhead <= 5 else 'above'} the expectation, on a noisy shared CPU."
     )
     if "modpo_like" in by and "camp_margin" in by:
-        same = all(
-            abs(by["modpo_like"][f] - by["camp_margin"][f]) < 1e-9 for f in FIGURES if not f.endswith("_sd")
-        )
+        same = all(abs(by["modpo_like"][f] - by["camp_margin"][f]) < 1e-9 for f in FIGURES)
         if same:
             notes.append(
                 "camp_margin equals modpo_like at w_T = w_H: on pairs with t, h >= 0 the consistent margin "
-                "(|t|+|h|)/2 equals the trade-off 0.5t+0.5h, and conflict pairs get the trade-off in both, so "
-                "gating only matters when the weights differ (the 0.7/0.3 rows)."
+                "(|t|+|h|)/2 equals the trade-off 0.5t+0.5h, and conflict pairs get the trade-off in both, "
+                "so gating only matters when the weights differ (the 0.7/0.3 rows)."
             )
     return notes
 
 
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
-    """Run the arms over seeds ``seed, seed+1, seed+2`` (one seed and ``dpo`` vs ``camp_margin`` when ``quick``)."""
+    """Run the arms over seeds ``seed, seed+1, seed+2`` (``quick``: one seed, ``dpo`` vs ``camp_margin``)."""
     size = (
         dict(n_known=30, n_unknown=20, sft_steps=200, epochs=2, lr=5e-3)
         if quick
@@ -251,29 +244,32 @@ def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
     arms = ("dpo", "camp_margin") if quick else tuple(ARMS)
     seeds = [seed] if quick else [seed, seed + 1, seed + 2]
     per_seed, infos = [], []
-    with _quiet(), _one_thread():
+    with _quiet(), pinned_threads(1):
         for s in seeds:
             results, info = _seed_run(s, arms, size)
             per_seed.append(results)
             infos.append(info)
     rows = _rows(per_seed, arms)
     pool = [r for r in rows if r["system"] in ("camp_margin", "dpo", "modpo_like", "pd_filter")]
-    # the spec's rule: compare ratios, or differences when a conflict-pair mean is <= 0
+    # compare ratios, or differences when a conflict-pair mean is <= 0 (a ratio is then undefined)
     figure = "margin_ratio" if all(r["margin_conflict"] > 0 for r in pool) else "margin_diff"
     headline = Headline.from_rows(pool, figure, higher_is_better=True, method_system="camp_margin")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     info = {k: statistics.fmean(i[k] for i in infos) for k in infos[0]}
     notes = [
-        "All data synthetic: a word-level knowledge-boundary task (known vs unknown 'capital of' questions) on a "
-        "config-built 2-layer Llama; no real model, no UltraFeedback. CAMP's loss is a reconstruction from the abstract.",
-        f"SFT checkpoint: known accuracy {info['sft_known_acc']:.3f}, fabrication on unknown {info['sft_fabrication']:.3f}; "
-        f"{info['n_pairs']:.0f} pairs, {info['conflict_frac']:.1%} in conflict; seeds {seeds}; peak RSS {peak_mb:.0f} MB.",
+        "All data synthetic: a word-level knowledge-boundary task (known vs unknown 'capital of' questions) "
+        "on a config-built 2-layer Llama; no real model, no UltraFeedback. CAMP's loss is a reconstruction "
+        "from the abstract.",
+        f"SFT checkpoint: known accuracy {info['sft_known_acc']:.3f}, fabrication on unknown "
+        f"{info['sft_fabrication']:.3f}; {info['n_pairs']:.0f} pairs, "
+        f"{info['conflict_frac']:.1%} in conflict; seeds {seeds}; peak RSS {peak_mb:.0f} MB.",
         *_verdicts(rows, per_seed),
-        f"Headline figure: {figure} (margin_ratio = mean consistent / mean conflict beta*delta, undefined when a "
-        "conflict mean is <= 0; then margin_diff = consistent - conflict).",
-        "Rates are expected first-answer-token rates under temperature-1 sampling (probability mass of the right "
-        "city, of idk, of any city), means over seeds (*_sd: standard deviation over seeds). Margins are beta*delta "
-        "on the training pairs after training. s_per_step = trl train_runtime / steps on a shared 2-core CPU (noisy).",
+        f"Headline figure: {figure} (margin_ratio = mean consistent / mean conflict beta*delta, undefined "
+        "when a conflict mean is <= 0; then margin_diff = consistent - conflict).",
+        "Rates are expected first-answer-token rates under temperature-1 sampling (probability mass of the "
+        "right city, of idk, of any city), means over seeds (*_se: standard error over seeds). Margins are "
+        "beta*delta on the training pairs after training. s_per_step = trl train_runtime / steps on a shared "
+        "2-core CPU (noisy).",
     ]
     if quick:
         notes.append("--quick: one seed, dpo vs camp_margin, 50 entities, 2 epochs; not the full comparison.")

@@ -16,7 +16,8 @@ class DataCollatorForCAMP(DataCollatorForPreference):
     """``DataCollatorForPreference`` plus the CAMP columns as float32 tensors of shape ``[B]``.
 
     trl's collator silently drops unknown keys, which would turn CAMP into plain DPO. This one copies every
-    column named in ``camp_keys`` that the examples carry (``truth_margin``, ``help_margin``, a conflict column).
+    column named in ``camp_keys`` that the examples carry (``truth_margin``, ``help_margin``, a conflict
+    column).
 
     Args:
         camp_keys (`tuple[str, ...]`, *optional*, defaults to `()`):
@@ -24,7 +25,8 @@ class DataCollatorForCAMP(DataCollatorForPreference):
 
     Example:
         >>> collator = DataCollatorForCAMP(pad_token_id=0, camp_keys=("truth_margin",))
-        >>> batch = collator([{"prompt_ids": [1], "chosen_ids": [2], "rejected_ids": [3], "truth_margin": 0.5}])
+        >>> example = {"prompt_ids": [1], "chosen_ids": [2], "rejected_ids": [3], "truth_margin": 0.5}
+        >>> batch = collator([example])
         >>> batch["truth_margin"]
         tensor([0.5000])
     """

@@ -2,34 +2,34 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from trl import DPOConfig
 
 from hf_ext._registry import paper
+from hf_ext._validation import check_choice, check_float, check_sequence
+from hf_ext.trl.camp.core import CAMP_MODES, CONFLICT_RULES
 
-MODES = ("margin", "weight", "off")
-RULES = ("sign", "soft")
+MODES = (*CAMP_MODES, "off")
 
 
 @dataclass
 class CAMPConfig(DPOConfig):
     r"""Configuration of :class:`hf_ext.trl.camp.trainer.CAMPTrainer`.
 
-    Everything from ``trl.DPOConfig`` applies; CAMP needs the plain DPO sigmoid loss, so ``loss_type`` must stay
-    ``["sigmoid"]`` with ``f_divergence_type="reverse_kl"``, ``use_weighting=False``, ``label_smoothing=0`` and
-    ``loss_weights`` unset or ``[1.0]``. The loss form and every default below are a **reconstruction** from the
-    paper's abstract.
+    Everything from ``trl.DPOConfig`` applies; CAMP needs the plain DPO sigmoid loss, so ``loss_type`` must
+    stay ``["sigmoid"]`` with ``f_divergence_type="reverse_kl"``, ``use_weighting=False``,
+    ``label_smoothing=0`` and ``loss_weights`` unset or ``[1.0]``. The loss form and every default below are a
+    **reconstruction** from the paper's abstract.
 
     Args:
         camp_mode (`str`, *optional*, defaults to `"margin"`):
-            `"margin"`: `-log sigmoid(beta * delta - m_i)` with the adaptive margin `m_i`; `"weight"`: conflict
-            pairs weighted by `camp_conflict_weight`; `"off"`: plain DPO through trl's own loss code (our addition,
-            for A/B runs and parity checks).
+            `"margin"`: `-log sigmoid(beta * delta - m_i)` with the adaptive margin `m_i`; `"weight"`:
+            conflict pairs weighted by `camp_conflict_weight`; `"off"`: plain DPO through trl's own loss code
+            (our addition, for A/B runs and parity checks).
         camp_gamma (`float`, *optional*, defaults to `1.0`):
-            Margin scale, in logit units of `beta * delta`: `m = 1` at `beta = 0.1` asks for a 10-nat log-ratio
-            gap, so keep it small for long completions. `0` gives DPO exactly.
+            Margin scale, in logit units of `beta * delta`: `m = 1` at `beta = 0.1` asks for a 10-nat
+            log-ratio gap, so keep it small for long completions. `0` gives DPO exactly.
         camp_weights (`list[float]`, *optional*, defaults to `[0.5, 0.5]`):
             `(w_T, w_H)` of the conflict-pair trade-off margin `w_T * t + w_H * h`.
         conflict_rule (`str`, *optional*, defaults to `"sign"`):
@@ -94,45 +94,35 @@ class CAMPConfig(DPOConfig):
                 else ""
             )
             raise ValueError(
-                f"`loss_type` must be ['sigmoid'] for CAMP, got {self.loss_type!r}.{why} Use `camp_mode` to pick "
-                "the CAMP form."
+                f"`loss_type` must be ['sigmoid'] for CAMP, got {self.loss_type!r}.{why} "
+                "Use `camp_mode` to pick the CAMP form."
             )
         if self.loss_weights not in (None, [1.0]):
             raise ValueError(f"`loss_weights` must be unset or [1.0] for CAMP, got {self.loss_weights!r}.")
-        if self.f_divergence_type != "reverse_kl":
-            raise ValueError(
-                f"`f_divergence_type` must be 'reverse_kl' for CAMP (the margin is in DPO log-ratio units), "
-                f"got {self.f_divergence_type!r}."
-            )
+        check_choice(
+            "f_divergence_type",
+            self.f_divergence_type,
+            ("reverse_kl",),
+            hint="The CAMP margin is in units of DPO's reverse-KL log-ratio.",
+        )
         if self.use_weighting:
             raise ValueError(
                 "`use_weighting` must be False for CAMP: WPO weights would rescale the per-pair margins."
             )
         if self.label_smoothing != 0:
             raise ValueError(
-                f"`label_smoothing` must be 0 for CAMP (trl's sigmoid loss ignores it), got {self.label_smoothing!r}."
+                f"`label_smoothing` must be 0 for CAMP (trl's sigmoid loss ignores it), "
+                f"got {self.label_smoothing!r}."
             )
-        if self.camp_mode not in MODES:
-            raise ValueError(f"`camp_mode` must be one of {MODES}, got {self.camp_mode!r}.")
-        if self.conflict_rule not in RULES:
-            raise ValueError(f"`conflict_rule` must be one of {RULES}, got {self.conflict_rule!r}.")
-        weights = list(self.camp_weights) if isinstance(self.camp_weights, list | tuple) else None
-        if (
-            weights is None
-            or len(weights) != 2
-            or not all(isinstance(w, int | float) and math.isfinite(w) and w >= 0 for w in weights)
-        ):
-            raise ValueError(
-                f"`camp_weights` must be two finite non-negative numbers (w_T, w_H), got {self.camp_weights!r}."
-            )
-        self.camp_weights = [float(w) for w in weights]
-        for name in ("camp_gamma", "camp_conflict_weight"):
-            value = getattr(self, name)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"`{name}` must be a finite number >= 0, got {value!r}.")
-        if not (
-            isinstance(self.camp_kappa, int | float)
-            and math.isfinite(self.camp_kappa)
-            and self.camp_kappa > 0
-        ):
-            raise ValueError(f"`camp_kappa` must be a finite number > 0, got {self.camp_kappa!r}.")
+        check_choice("camp_mode", self.camp_mode, MODES)
+        check_choice("conflict_rule", self.conflict_rule, CONFLICT_RULES)
+        self.camp_weights = check_sequence(
+            "camp_weights",
+            self.camp_weights,
+            lambda name, w: check_float(name, w, low=0),
+            length=2,
+            hint="Give (w_T, w_H), two finite numbers >= 0.",
+        )
+        self.camp_gamma = check_float("camp_gamma", self.camp_gamma, low=0)
+        self.camp_conflict_weight = check_float("camp_conflict_weight", self.camp_conflict_weight, low=0)
+        self.camp_kappa = check_float("camp_kappa", self.camp_kappa, low=0, low_open=True)

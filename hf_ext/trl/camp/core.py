@@ -8,11 +8,12 @@ Shapes: every per-pair tensor is ``[B]`` (one entry per preference pair). Log-ra
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
+
+from hf_ext._validation import check_choice, check_float
 
 CONFLICT_RULES = ("sign", "soft")
 CAMP_MODES = ("margin", "weight")
@@ -56,13 +57,9 @@ def camp_conflict(
     _check_pairs("truth_margin", truth_margin)
     _check_pairs("help_margin", help_margin, truth_margin)
     product = truth_margin * help_margin
-    if rule == "sign":
+    if check_choice("rule", rule, CONFLICT_RULES) == "sign":
         return (product < 0).to(truth_margin.dtype)
-    if rule == "soft":
-        if not (math.isfinite(kappa) and kappa > 0):
-            raise ValueError(f"`kappa` must be a finite number > 0, got {kappa!r}.")
-        return torch.sigmoid(-kappa * product)
-    raise ValueError(f"`rule` must be one of {CONFLICT_RULES}, got {rule!r}.")
+    return torch.sigmoid(-check_float("kappa", kappa, low=0, low_open=True) * product)
 
 
 def camp_margin(
@@ -120,15 +117,16 @@ def camp_loss(
 
     - ``mode="margin"``: ``l = -log sigmoid(beta * delta - m)`` with ``m`` from :func:`camp_margin`.
       ``gamma=0`` is trl's ``loss_type="sigmoid"`` bit for bit.
-    - ``mode="weight"``: ``l = [(1 - c) + c * omega] * (-log sigmoid(beta * delta))``, ``omega = conflict_weight``.
-      ``omega=1`` is DPO up to float rounding.
+    - ``mode="weight"``: ``l = [(1 - c) + c * omega] * (-log sigmoid(beta * delta))``, with
+      ``omega = conflict_weight``. ``omega=1`` is DPO up to float rounding.
 
     Args:
         chosen_logratios: ``log pi(y_w|x) - log pi_ref(y_w|x)``, token-summed, shape ``[B]``.
         rejected_logratios: ``log pi(y_l|x) - log pi_ref(y_l|x)``, shape ``[B]``.
         truth_margin: Normalised truth gap ``t`` in [-1, 1], shape ``[B]``. Needed unless ``mode="weight"``
             and ``conflict`` is given.
-        help_margin: Normalised help gap ``h`` in [-1, 1], shape ``[B]``. Same requirement as ``truth_margin``.
+        help_margin: Normalised help gap ``h`` in [-1, 1], shape ``[B]``. Same requirement as
+            ``truth_margin``.
         beta: DPO temperature.
         mode: ``"margin"`` or ``"weight"``.
         gamma: Margin scale (margin mode).
@@ -140,7 +138,8 @@ def camp_loss(
 
     Returns:
         ``(loss, aux)``: the scalar mean loss and a dict of ``[B]`` tensors ``per_pair_loss``, ``logits``
-        (``beta * delta``), ``conflict``, ``margin`` (zeros in weight mode) and ``weight`` (ones in margin mode).
+        (``beta * delta``), ``conflict``, ``margin`` (zeros in weight mode) and ``weight`` (ones in margin
+        mode).
 
     Example:
         >>> loss, aux = camp_loss(torch.tensor([1.0]), torch.tensor([-1.0]), torch.tensor([0.5]),
@@ -150,28 +149,27 @@ def camp_loss(
     """
     _check_pairs("chosen_logratios", chosen_logratios)
     _check_pairs("rejected_logratios", rejected_logratios, chosen_logratios)
-    if mode not in CAMP_MODES:
-        raise ValueError(f"`mode` must be one of {CAMP_MODES}, got {mode!r}.")
-    needs_gaps = mode == "margin" or conflict is None
-    if needs_gaps and (truth_margin is None or help_margin is None):
+    check_choice("mode", mode, CAMP_MODES)
+    for name, gap in (("truth_margin", truth_margin), ("help_margin", help_margin)):
+        if gap is not None:
+            _check_pairs(name, gap, chosen_logratios)
+    gaps = None if truth_margin is None or help_margin is None else (truth_margin, help_margin)
+    if gaps is None and (mode == "margin" or conflict is None):
         raise ValueError(
             f"`truth_margin` and `help_margin` are required for mode={mode!r}"
             + ("" if mode == "margin" else " unless `conflict` is given")
             + "; build them with `hf_ext.trl.camp.ultrafeedback_to_camp`."
         )
     if conflict is None:
-        conflict = camp_conflict(truth_margin, help_margin, rule=rule, kappa=kappa)
+        assert gaps is not None
+        conflict = camp_conflict(*gaps, rule=rule, kappa=kappa)
     else:
         _check_pairs("conflict", conflict, chosen_logratios)
-    for name, gap in (("truth_margin", truth_margin), ("help_margin", help_margin)):
-        if gap is not None:
-            _check_pairs(name, gap, chosen_logratios)
     conflict = conflict.to(chosen_logratios.dtype)
     logits = beta * (chosen_logratios - rejected_logratios)
     if mode == "margin":
-        margin = camp_margin(truth_margin, help_margin, conflict, gamma=gamma, weights=weights).to(
-            logits.dtype
-        )
+        assert gaps is not None
+        margin = camp_margin(*gaps, conflict, gamma=gamma, weights=weights).to(logits.dtype)
         per_pair = -F.logsigmoid(logits - margin)
         weight = torch.ones_like(logits)
     else:

@@ -72,12 +72,9 @@ def _openbmb_pairs(
         if any(r is None for r in ratings.values()):
             counts["n/a completions"] += 1
             continue
-        if overall == "mean":
-            score = _mean(ratings.values())
-        else:
-            score = comp.get("overall_score")
-            if score is None or (isinstance(score, float) and math.isnan(score)):
-                continue
+        score = _mean(ratings.values()) if overall == "mean" else comp.get("overall_score")
+        if score is None or (isinstance(score, float) and math.isnan(score)):
+            continue
         scored.append((float(score), comp["response"], ratings))
     if len(scored) < 2:
         return "n/a"
@@ -97,8 +94,8 @@ def _flat_pair(
         missing = [f"{side}_{a}" for a in aspects if f"{side}_{a}" not in row]
         if missing:
             raise ValueError(
-                f"flat layout needs per-aspect rating columns; missing {missing}. Name them `chosen_<aspect>` "
-                "and `rejected_<aspect>`."
+                f"flat layout needs per-aspect rating columns; missing {missing}. "
+                "Name them `chosen_<aspect>` and `rejected_<aspect>`."
             )
         ratings = {a: _rating(row[f"{side}_{a}"], row=i, aspect=a, scale=scale) for a in aspects}
         if any(r is None for r in ratings.values()):
@@ -119,11 +116,11 @@ def ultrafeedback_to_camp(
 ) -> Any:
     """Turn per-aspect ratings into ``prompt/chosen/rejected`` pairs with CAMP's normalised gaps.
 
-    The overall preference (which completion is chosen) comes from the mean rating over all the aspects used, or
-    from each completion's ``overall_score`` (``overall="overall_score"``, openbmb layout only). The output adds
-    ``truth_margin = (s_T(y_w) - s_T(y_l)) / S`` and ``help_margin = (s_H(y_w) - s_H(y_l)) / S`` (``S = high -
-    low``, 4 for a 1-5 scale; so both lie in [-1, 1]) and an informational ``conflict`` column (``t * h < 0``).
-    Pairs with an ``"N/A"`` rating are dropped and counted in a log message. [reconstructed: the gap
+    The overall preference (which completion is chosen) comes from the mean rating over all the aspects used,
+    or from each completion's ``overall_score`` (``overall="overall_score"``, openbmb layout only). The output
+    adds ``truth_margin = (s_T(y_w) - s_T(y_l)) / S`` and ``help_margin = (s_H(y_w) - s_H(y_l)) / S`` (``S =
+    high - low``, 4 for a 1-5 scale; so both lie in [-1, 1]) and an informational ``conflict`` column (``t * h
+    < 0``). Pairs with an ``"N/A"`` rating are dropped and counted in a log message. [reconstructed: the gap
     definition, the aspect grouping and the pairing rule.]
 
     Args:
@@ -133,7 +130,8 @@ def ultrafeedback_to_camp(
         pairing: ``"best_vs_random"`` (best vs a random strictly worse completion, the UltraFeedback-binarized
             recipe) or ``"best_vs_worst"``. Ignored by the flat layout, which is already paired.
         overall: ``"mean"`` or ``"overall_score"``.
-        scale: ``(low, high)`` of the rating scale; ratings outside it raise ``ValueError`` with the row index.
+        scale: ``(low, high)`` of the rating scale; ratings outside it raise ``ValueError`` with the row
+            index.
         seed: Seed of the random rejected pick.
 
     Returns:
@@ -141,8 +139,8 @@ def ultrafeedback_to_camp(
         ``conflict``.
 
     Example:
-        >>> rows = [{"prompt": "2+2?", "chosen": "4", "rejected": "5", "chosen_honesty": 5, "rejected_honesty": 2,
-        ...          "chosen_helpfulness": 4, "rejected_helpfulness": 4}]
+        >>> rows = [{"prompt": "2+2?", "chosen": "4", "rejected": "5", "chosen_honesty": 5,
+        ...          "rejected_honesty": 2, "chosen_helpfulness": 4, "rejected_helpfulness": 4}]
         >>> ds = ultrafeedback_to_camp(rows, truth_aspects=("honesty",))
         >>> row = ds[0]
         >>> row["truth_margin"], row["help_margin"], row["conflict"]
@@ -159,7 +157,8 @@ def ultrafeedback_to_camp(
         raise ValueError(f"`scale` must be (low, high) with finite low < high, got {scale!r}.")
     if not truth_aspects or not help_aspects:
         raise ValueError(
-            f"`truth_aspects` and `help_aspects` must be non-empty, got {truth_aspects!r} and {help_aspects!r}."
+            f"`truth_aspects` and `help_aspects` must be non-empty, got {truth_aspects!r} and "
+            f"{help_aspects!r}."
         )
     aspects = list(dict.fromkeys([*truth_aspects, *help_aspects]))
     rows = list(raw)
@@ -199,8 +198,8 @@ def ultrafeedback_to_camp(
             out[key].append(gap)
     if any(dropped.values()):
         logger.warning(
-            "ultrafeedback_to_camp dropped %d of %d rows (%d with fewer than two rated completions, %d where every "
-            "completion ties) and skipped %d completions with 'N/A' ratings.",
+            "ultrafeedback_to_camp dropped %d of %d rows (%d with fewer than two rated completions, "
+            "%d where every completion ties) and skipped %d completions with 'N/A' ratings.",
             dropped["n/a"] + dropped["tie"],
             len(rows),
             dropped["n/a"],
@@ -281,8 +280,8 @@ def validate_camp_dataset(
     if missing:
         raise ValueError(
             f"the dataset lacks the CAMP column(s) {missing} (found {sorted(columns)}). Build them with "
-            "`hf_ext.trl.camp.ultrafeedback_to_camp`, or point `truth_margin_key`/`help_margin_key`/`conflict_key` "
-            "at your columns."
+            "`hf_ext.trl.camp.ultrafeedback_to_camp`, or point "
+            "`truth_margin_key`/`help_margin_key`/`conflict_key` at your columns."
         )
     stats: dict[str, float] = {"n_pairs": 0, "conflict_frac": math.nan, "tie_rate": math.nan}
     gaps = {}
@@ -305,14 +304,16 @@ def validate_camp_dataset(
         frac = stats["conflict_frac"] = c.mean().item()
         if frac in (0.0, 1.0):
             warnings.warn(
-                f"conflict fraction is {frac:g}: every pair is {'consistent' if frac == 0 else 'in conflict'}, "
+                f"conflict fraction is {frac:g}: every pair is "
+                f"{'consistent' if frac == 0 else 'in conflict'}, "
                 "so CAMP reduces to DPO with a fixed per-pair margin.",
                 UserWarning,
                 stacklevel=2,
             )
         elif frac > 0.5:
             warnings.warn(
-                f"conflict fraction is {frac:.2f} (> 0.5): chosen and rejected may be swapped (see trl issue #2578).",
+                f"conflict fraction is {frac:.2f} (> 0.5): chosen and rejected may be swapped "
+                "(see trl issue #2578).",
                 UserWarning,
                 stacklevel=2,
             )

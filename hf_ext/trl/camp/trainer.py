@@ -2,8 +2,8 @@
 
 trl 1.16 has no per-pair loss hook, so this overrides the private ``DPOTrainer._compute_loss``: the policy
 log-prob block and the metric logging are copied from trl 1.16.0 (the reference log-probs reuse trl's own
-``compute_ref_log_probs``), and only the loss line differs. A version guard, a source-hash test and a parity test
-against stock ``loss_type="sigmoid"`` catch any change in trl.
+``compute_ref_log_probs``), and only the loss line differs. A version guard, a source-hash test and a parity
+test against stock ``loss_type="sigmoid"`` catch any change in trl.
 """
 
 from __future__ import annotations
@@ -42,24 +42,25 @@ class CAMPTrainer(DPOTrainer):
 
     **Reconstruction:** only the paper's abstract was available. The conflict indicator (sign/soft rule or a
     precomputed column), the margin ``m = gamma * [(1 - c) * (|t| + |h|) / 2 + c * (w_T * t + w_H * h)]``, the
-    weight-mode alternative and all defaults are ours (see :func:`hf_ext.trl.camp.core.camp_loss`). A per-sample
-    ``beta`` reading is possible and not implemented.
+    weight-mode alternative and all defaults are ours (see :func:`hf_ext.trl.camp.core.camp_loss`). A
+    per-sample ``beta`` reading is possible and not implemented.
 
     Drop-in for ``trl.DPOTrainer``: same arguments, plus dataset columns ``truth_margin`` and ``help_margin``
-    (normalised gaps in [-1, 1], e.g. from :func:`hf_ext.trl.camp.data.ultrafeedback_to_camp`) and optionally a
-    conflict column. Works with an explicit ``ref_model``, ``precompute_ref_log_probs=True`` and PEFT adapters
-    (reference = adapter disabled), gradient accumulation, ``save_model`` and checkpoint resume. Besides trl's
-    usual metrics it logs ``camp/conflict_frac``, ``camp/margin_mean`` (margin mode), ``camp/weight_mean`` (weight
-    mode), and ``rewards/margins_conflict`` / ``rewards/margins_consistent`` (mean ``beta * delta`` over pairs
-    with ``c >= 0.5`` / ``c < 0.5``; skipped for a batch where a group is empty).
+    (normalised gaps in [-1, 1], e.g. from :func:`hf_ext.trl.camp.data.ultrafeedback_to_camp`) and optionally
+    a conflict column. Works with an explicit ``ref_model``, ``precompute_ref_log_probs=True`` and PEFT
+    adapters (reference = adapter disabled), gradient accumulation, ``save_model`` and checkpoint resume.
+    Besides trl's usual metrics it logs ``camp/conflict_frac``, ``camp/margin_mean`` (margin mode),
+    ``camp/weight_mean`` (weight mode), and ``rewards/margins_conflict`` / ``rewards/margins_consistent``
+    (mean ``beta * delta`` over pairs with ``c >= 0.5`` / ``c < 0.5``; skipped for a batch where a group is
+    empty).
 
     Args:
         model: As in ``DPOTrainer``.
-        ref_model: As in ``DPOTrainer``. Required for a non-PEFT model built in memory (no ``config._name_or_path``
-            to reload the reference from) unless ``precompute_ref_log_probs=True``.
+        ref_model: As in ``DPOTrainer``. Required for a non-PEFT model built in memory (no
+            ``config._name_or_path`` to reload the reference from) unless ``precompute_ref_log_probs=True``.
         args (`CAMPConfig`, *optional*): The configuration; a default ``CAMPConfig`` when ``None``.
-        data_collator: As in ``DPOTrainer``; the default becomes :class:`DataCollatorForCAMP`. A custom collator
-            must emit the CAMP columns as float tensors of shape ``[B]``.
+        data_collator: As in ``DPOTrainer``; the default becomes :class:`DataCollatorForCAMP`. A custom
+            collator must emit the CAMP columns as float tensors of shape ``[B]``.
         train_dataset: Preference dataset with the CAMP columns.
         eval_dataset: Optional; same columns.
         processing_class: As in ``DPOTrainer``.
@@ -83,7 +84,8 @@ class CAMPTrainer(DPOTrainer):
 
     _tag_names = ["trl", "dpo", "camp", "hf-ext"]
     _name = "CAMP"
-    _paper = paper("camp")
+    _paper = paper("camp")  # type: ignore[assignment]  # trl types it dict[str, str]; ours has a list too
+    args: CAMPConfig
 
     def __init__(
         self,
@@ -105,9 +107,9 @@ class CAMPTrainer(DPOTrainer):
         uses_peft = kwargs.get("peft_config") is not None or is_peft_model(model)
         if ref_model is None and in_memory and not uses_peft and not args.precompute_ref_log_probs:
             raise ValueError(
-                "`ref_model` is None and `model` was built in memory (no `config._name_or_path` to reload the "
-                "reference from). Pass `ref_model=copy.deepcopy(model)`, set `precompute_ref_log_probs=True`, or "
-                "train a PEFT adapter (`peft_config=...`)."
+                "`ref_model` is None and `model` was built in memory (no `config._name_or_path` to reload "
+                "the reference from). Pass `ref_model=copy.deepcopy(model)`, set "
+                "`precompute_ref_log_probs=True`, or train a PEFT adapter (`peft_config=...`)."
             )
         self._camp_keys = tuple(
             k for k in (args.truth_margin_key, args.help_margin_key, args.conflict_key) if k is not None
@@ -158,7 +160,8 @@ class CAMPTrainer(DPOTrainer):
 
     def _set_signature_columns_if_needed(self) -> None:
         super()._set_signature_columns_if_needed()
-        self._signature_columns += [k for k in self._camp_keys if k not in self._signature_columns]
+        columns: list[str] = self._signature_columns  # type: ignore[assignment]  # a list once set
+        columns += [k for k in self._camp_keys if k not in columns]
 
     def compute_ref_log_probs(self, model: Any, inputs: dict[str, Any]) -> Any:
         """trl's reference log-probs, with the CAMP columns kept out of the model's keyword arguments."""
@@ -175,9 +178,10 @@ class CAMPTrainer(DPOTrainer):
         if missing:
             raise ValueError(
                 f"the batch lacks the CAMP column(s) {missing}. Keep them in the dataset (see "
-                "`ultrafeedback_to_camp`) and, with a custom `data_collator`, emit them as float tensors of shape [B]."
+                "`ultrafeedback_to_camp`) and, with a custom `data_collator`, emit them as float tensors "
+                "of shape [B]."
             )
-        mode = "train" if self.model.training else "eval"
+        mode = "train" if model.training else "eval"
 
         # --- copied from trl 1.16.0 DPOTrainer._compute_loss: policy log-probs ---
         _non_model_keys = {"completion_mask", "ref_chosen_logps", "ref_rejected_logps"}
@@ -206,7 +210,7 @@ class CAMPTrainer(DPOTrainer):
             ).sum(dim=1)
         chosen_logps, rejected_logps = logps.chunk(2, dim=0)  # batch is [chosen, rejected]
 
-        # Reference log-probs: precomputed columns, or trl's own helper (explicit ref model / PEFT adapter off).
+        # Reference log-probs: precomputed columns, or trl's helper (explicit ref model / PEFT adapter off).
         if self.precompute_ref_logps:
             ref_chosen_logps, ref_rejected_logps = inputs["ref_chosen_logps"], inputs["ref_rejected_logps"]
         else:
@@ -245,7 +249,8 @@ class CAMPTrainer(DPOTrainer):
 
         if return_outputs:
             warnings.warn(
-                "`return_outputs=True` is deprecated in trl 1.16 and recomputes the logits with an extra forward.",
+                "`return_outputs=True` is deprecated in trl 1.16 and recomputes the logits with an extra "
+                "forward.",
                 FutureWarning,
                 stacklevel=2,
             )
@@ -309,7 +314,7 @@ class CAMPTrainer(DPOTrainer):
         metrics["logps/rejected"].append(gather(rejected_logps).mean().item())
 
     def _log_camp_metrics(self, mode: str, aux: dict[str, torch.Tensor]) -> None:
-        """``camp/*`` and the reward margins of conflict vs consistent pairs (a group absent from a batch is skipped)."""
+        """``camp/*`` and the reward margins of conflict vs consistent pairs (skipped for an absent group)."""
         gather, metrics = self.accelerator.gather, self._metrics[mode]
         conflict = gather(aux["conflict"].detach())
         logits = gather(aux["logits"].detach())
