@@ -50,7 +50,7 @@ def _unmet(extra: str) -> tuple[tuple[str, str | None], ...]:
     """``(requirement, installed version or None)`` for each requirement of ``extra`` that is not met."""
     if extra not in EXTRAS:
         raise KeyError(f"unknown extra {extra!r}; known extras: {', '.join(EXTRAS)}")
-    out = []
+    out: list[tuple[str, str | None]] = []
     for dist, low, high in EXTRAS[extra]:
         try:
             version = importlib.metadata.version(dist)

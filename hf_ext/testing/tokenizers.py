@@ -8,11 +8,12 @@ from typing import Any
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 
 DEFAULT_WORDS: tuple[str, ...] = tuple(
-    "the a is of to and in that it was for on are as with his they at be this from have or by one had not but "
-    "what all were when we there can an your which their said if do will each about how up out them then she "
-    "many some so these would other into has more her two like him see time could no make than first been its "
-    "who now people my made over did down only way find use may water long little very after words called just "
-    "where most know yes answer question true false unknown capital city river paris rome".split()
+    "the a is of to and in that it was for on are as with his they at be this from have or by one had not "
+    "but what all were when we there can an your which their said if do will each about how up out them "
+    "then she many some so these would other into has more her two like him see time could no make than "
+    "first been its who now people my made over did down only way find use may water long little very "
+    "after words called just where most know yes answer question true false unknown capital city river "
+    "paris rome".split()
 )
 
 

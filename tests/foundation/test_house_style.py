@@ -1,4 +1,4 @@
-"""Every method has the same shape (docs/layout.md): checked over the registry, so a new method is checked too."""
+"""Every method has the same shape (docs/layout.md), checked over the registry, new methods included."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ import pytest
 
 import hf_ext
 from hf_ext import _availability
-from hf_ext._registry import get, methods
 from hf_ext._readme import GENERATED, generated_sections
+from hf_ext._registry import get, methods
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = (
@@ -47,7 +47,10 @@ def test_import_loads_no_host():
 
 
 def test_listing_names_loads_no_host():
-    code = f"import sys, json, hf_ext; dir(hf_ext); print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    code = (
+        "import sys, json, hf_ext; dir(hf_ext); "
+        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    )
     assert json.loads(_run(code)) == []
 
 
