@@ -17,6 +17,8 @@ METHOD = MethodInfo(
         "find_keystone_neurons": f"{_K}.core",
         "select_k_by_ablation": f"{_K}.core",
         "keystone_iou": f"{_K}.core",
+        "pairwise_iou": f"{_K}.core",
+        "text_nll": f"{_K}.core",
         "ablate_neurons": f"{_K}.ablate",
         "random_neuron_set": f"{_K}.ablate",
         "attach_keystone_grad_mask": f"{_K}.adapter",
@@ -25,10 +27,15 @@ METHOD = MethodInfo(
         "keystone_trainable_parameters": f"{_K}.adapter",
     },
     bench=f"{_K}.bench:run",
+    moved={
+        f"{_K}.bench_data": f"{_K}._bench_data",
+        f"{_K}.finetune": f"{_K}._bench_finetune",
+    },
     tour=None,
     citation=(
         "@inproceedings{ji2026keystone,\n"
-        "  title={Tiny Brains, Giant Impact: Uncovering the Keystone Neurons of {LLM} with Just a Few Prompts},\n"
+        "  title={Tiny Brains, Giant Impact: Uncovering the Keystone Neurons of {LLM} with Just a Few "
+        "Prompts},\n"
         "  author={Ji and Chen and Cai and Wang and Zhang and Chua},\n"
         "  booktitle={International Conference on Machine Learning (ICML)},\n"
         "  year={2026},\n"
@@ -41,5 +48,8 @@ METHOD = MethodInfo(
         "global top-k selection and select_k_by_ablation rule",
         "keystone-only SFT parameterisation: weight rows only, as SHiRA entries with frozen zero pads",
     ),
-    note="Method section unavailable; the statistic is a reconstruction that reproduces the collapse on Gemma-3-270M.",
+    note=(
+        "Method section unavailable; the statistic is a reconstruction that reproduces the collapse on "
+        "Gemma-3-270M."
+    ),
 )

@@ -36,7 +36,7 @@ def test_planted_keystone_is_top1(tok):
 
 
 class _TwoLinear(nn.Module):
-    """Two fixed ``nn.Linear`` fed the token's one-hot input; ``config`` makes it look like an LM for fingerprints."""
+    """Two fixed ``nn.Linear`` fed the token's one-hot input; ``config`` gives it a fingerprint."""
 
     def __init__(self):
         super().__init__()
@@ -186,11 +186,11 @@ def test_bad_discovery_inputs(tok):
         find_keystone_neurons(lm, tok, PROMPTS, normalize="max")
     with pytest.raises(ValueError, match="`aggregate` must be one of"):
         find_keystone_neurons(lm, tok, PROMPTS, aggregate="max")
-    with pytest.raises(ValueError, match=r"`k` must be in \[1, "):
+    with pytest.raises(ValueError, match=r"`k` must be an int in \[1, "):
         find_keystone_neurons(lm, tok, PROMPTS, k=0)
-    with pytest.raises(ValueError, match=r"`k` must be in \[1, "):
+    with pytest.raises(ValueError, match=r"`k` must be an int in \[1, "):
         find_keystone_neurons(lm, tok, PROMPTS, k=10**6)
-    with pytest.raises(ValueError, match="`k` as a float"):
+    with pytest.raises(ValueError, match=r"`k` must be a finite float in \(0, 1\), got 1.5"):
         find_keystone_neurons(lm, tok, PROMPTS, k=1.5)
     with pytest.raises(ValueError, match="embeddings and the LM head"):
         find_keystone_neurons(lm, tok, PROMPTS, target_modules=("lm_head",))

@@ -1,4 +1,5 @@
-"""KeystoneConfig (SHiRA route): mask counts, pads frozen, save/load, merge, disable, grads vs dense, callback."""
+"""KeystoneConfig (SHiRA route): mask counts, pads frozen, save/load, merge, disable, grads vs dense,
+callback."""
 
 from __future__ import annotations
 
@@ -122,7 +123,8 @@ def test_save_load_merge_disable_parity(tmp_path):
 
 
 def test_trainable_count_matches_set_when_no_pads_needed():
-    """``print_trainable_parameters`` equals sum k_m*in_m exactly when k_m*in = r*(in+out); hidden 16: k_m = 2r."""
+    """``print_trainable_parameters`` equals sum k_m*in_m exactly when k_m*in = r*(in+out); hidden 16: k_m =
+    2r."""
     from hf_ext.peft.keystone import KeystoneSet, keystone_trainable_parameters
     from hf_ext.peft.keystone.sets import model_fingerprint
 

@@ -1,4 +1,4 @@
-"""Real Gemma-3-270M: keystone-30 ablation collapses held-out text, random-30 does not; IoU across prompt groups."""
+"""Real Gemma-3-270M: keystone-30 ablation collapses held-out text, random-30 does not; IoU across groups."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ def gemma():
 
 def test_keystone30_collapses_and_random_does_not(gemma):
     from hf_ext.peft.keystone import ablate_neurons, find_keystone_neurons, random_neuron_set, text_nll
+    from hf_ext.peft.keystone._bench_data import PROBE_GROUPS
     from hf_ext.peft.keystone.bench import TEXTS
-    from hf_ext.peft.keystone.bench_data import PROBE_GROUPS
 
     model, tok = gemma
     ks = find_keystone_neurons(model, tok, PROBE_GROUPS[0], k=30)
@@ -34,7 +34,7 @@ def test_keystone30_collapses_and_random_does_not(gemma):
 
 def test_top30_iou_between_disjoint_groups(gemma):
     from hf_ext.peft.keystone import find_keystone_neurons, keystone_iou
-    from hf_ext.peft.keystone.bench_data import PROBE_GROUPS
+    from hf_ext.peft.keystone._bench_data import PROBE_GROUPS
 
     model, tok = gemma
     a, b = (find_keystone_neurons(model, tok, g, k=30) for g in PROBE_GROUPS[:2])

@@ -1,6 +1,7 @@
-"""Hand-written benchmark text for ``hf-ext bench keystone`` (English written for this benchmark, not a data set).
+"""Hand-written text for ``hf-ext bench keystone`` (English written for this benchmark, not a data set).
 
-* ``PROBE_GROUPS``: 5 disjoint groups of 4 probe prompts (knowledge, math, code, reasoning); group 0 is the probe.
+* ``PROBE_GROUPS``: 5 disjoint groups of 4 probe prompts (knowledge, math, code, reasoning); group 0
+  is the probe.
 * ``HELDOUT``: 8 evaluation texts, 2 per domain, disjoint from every probe prompt.
 * ``GREEDY``: 3 prompts for greedy continuations.
 * :func:`invented_facts`: 64 invented "capital of" facts with paraphrases (synthetic, seeded, fixed).
@@ -15,12 +16,19 @@ DOMAINS = ("knowledge", "math", "code", "reasoning")
 PROBE_GROUPS: tuple[dict[str, str], ...] = (
     {
         "knowledge": "The Eiffel Tower is located in Paris, the capital of France. It was completed in 1889.",
-        "math": "What is 12 times 7? First multiply 10 by 7 to get 70, then 2 by 7 to get 14, so the answer is 84.",
+        "math": (
+            "What is 12 times 7? First multiply 10 by 7 to get 70, then 2 by 7 to get 14, so the answer is "
+            "84."
+        ),
         "code": "def add(a, b):\n    return a + b\n\nprint(add(2, 3))",
-        "reasoning": "Alice is taller than Bob, and Bob is taller than Carol. Therefore Alice is taller than Carol.",
+        "reasoning": (
+            "Alice is taller than Bob, and Bob is taller than Carol. Therefore Alice is taller than Carol."
+        ),
     },
     {
-        "knowledge": "Mount Everest, on the border of Nepal and China, is the highest mountain above sea level.",
+        "knowledge": (
+            "Mount Everest, on the border of Nepal and China, is the highest mountain above sea level."
+        ),
         "math": "The area of a rectangle with sides 6 and 9 is 6 times 9, which equals 54 square units.",
         "code": "for i in range(3):\n    print(i * i)",
         "reasoning": "Every bird in the cage is a parrot. Polly is in the cage, so Polly must be a parrot.",
@@ -32,29 +40,44 @@ PROBE_GROUPS: tuple[dict[str, str], ...] = (
         "reasoning": "If it rains, the ground gets wet. The ground is dry, so it did not rain this morning.",
     },
     {
-        "knowledge": "William Shakespeare wrote Hamlet and Macbeth. He was born in Stratford-upon-Avon in 1564.",
+        "knowledge": (
+            "William Shakespeare wrote Hamlet and Macbeth. He was born in Stratford-upon-Avon in 1564."
+        ),
         "math": "Half of 250 is 125, and a quarter of 250 is 62.5, so three quarters of 250 is 187.5.",
         "code": "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y",
-        "reasoning": "Sam always takes the bus when his bike is broken. Today Sam rode his bike, so it is not broken.",
+        "reasoning": (
+            "Sam always takes the bus when his bike is broken. Today Sam rode his bike, so it is not broken."
+        ),
     },
     {
-        "knowledge": "The Pacific Ocean is the largest ocean on Earth and lies between Asia and the Americas.",
-        "math": "The sum of the angles in a triangle is 180 degrees, so if two angles are 50 and 60 the third is 70.",
+        "knowledge": (
+            "The Pacific Ocean is the largest ocean on Earth and lies between Asia and the Americas."
+        ),
+        "math": (
+            "The sum of the angles in a triangle is 180 degrees, so if two angles are 50 and 60 the third "
+            "is 70."
+        ),
         "code": "import math\nradius = 2.0\nprint(math.pi * radius ** 2)",
-        "reasoning": "Only members may enter the library after six. Dana entered at seven, so Dana is a member.",
+        "reasoning": (
+            "Only members may enter the library after six. Dana entered at seven, so Dana is a member."
+        ),
     },
 )
 
 HELDOUT: dict[str, tuple[str, str]] = {
     "knowledge": (
-        "The Amazon river flows through Brazil and carries more water than any other river on Earth. Its basin "
+        "The Amazon river flows through Brazil and carries more water than any other river on Earth. "
+        "Its basin "
         "covers about seven million square kilometres of rainforest.",
-        "The Great Wall of China was built over many centuries to protect northern borders. Much of the wall that "
+        "The Great Wall of China was built over many centuries to protect northern borders. Much of the "
+        "wall that "
         "survives today dates from the Ming dynasty.",
     ),
     "math": (
-        "To solve 3x + 7 = 22, subtract 7 from both sides to get 3x = 15, then divide both sides by 3 to find x = 5.",
-        "A shop sells pencils at 40 cents each. Five pencils cost 200 cents, which is two dollars, and ten pencils "
+        "To solve 3x + 7 = 22, subtract 7 from both sides to get 3x = 15, then divide both sides by 3 "
+        "to find x = 5.",
+        "A shop sells pencils at 40 cents each. Five pencils cost 200 cents, which is two dollars, and "
+        "ten pencils "
         "cost four dollars.",
     ),
     "code": (
@@ -62,7 +85,8 @@ HELDOUT: dict[str, tuple[str, str]] = {
         "def is_even(value):\n    return value % 2 == 0\n\nevens = [x for x in range(10) if is_even(x)]\n",
     ),
     "reasoning": (
-        "If all cats are mammals and Tom is a cat, then Tom is a mammal. This is an example of a valid syllogism.",
+        "If all cats are mammals and Tom is a cat, then Tom is a mammal. This is an example of a valid "
+        "syllogism.",
         "The meeting is either on Monday or Tuesday. It is not on Monday, so the meeting must be on Tuesday.",
     ),
 }
@@ -93,14 +117,15 @@ _SYLLABLES = (
 
 
 def invented_facts(n: int = 64) -> list[dict[str, str]]:
-    """``n`` invented facts ``{"country", "city", "prompt", "answer", "paraphrase"}``; fixed (seed 1234), unique names.
+    """``n`` invented facts ``{"country", "city", "prompt", "answer", "paraphrase"}``; fixed (seed 1234),
+    unique names.
 
     The model must complete ``prompt`` (``"The capital of Zorbia is"``) with ``answer`` (``" Quelmar."``); the
     paraphrase asks the same fact as ``"Zorbia's capital city is"``.
     """
     rng = random.Random(1234)
     names: set[str] = set()
-    facts = []
+    facts: list[dict[str, str]] = []
     while len(facts) < n:
         country = "".join(rng.sample(_SYLLABLES, 2)).capitalize() + rng.choice(("ia", "land", "ora"))
         city = "".join(rng.sample(_SYLLABLES, 2)).capitalize() + rng.choice(("ar", "ville", "on"))

@@ -1,7 +1,8 @@
 """Part B of the keystone benchmark: keystone-only fine-tuning vs full fine-tuning vs LoRA vs random rows.
 
-Every arm trains on the same 48 invented facts (batch 4, AdamW without weight decay, same steps) for each learning
-rate of an equal-size grid; the rate is picked on the loss over the 48 training facts, never on the test figures.
+Every arm trains on the same 48 invented facts (batch 4, AdamW without weight decay, same steps) for each
+learning rate of an equal-size grid; the rate is picked on the loss over the 48 training facts, never on the
+test figures.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import logging
 import math
 import random
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,7 @@ def _train(
     return t.seconds / steps
 
 
-def _adapter_bytes(model: nn.Module) -> int:
+def _adapter_bytes(model: Any) -> int:
     with tempfile.TemporaryDirectory() as d:
         model.save_pretrained(d)
         return sum(f.stat().st_size for f in Path(d).glob("*.safetensors"))
@@ -92,12 +93,13 @@ def _adapter_bytes(model: nn.Module) -> int:
 def _arms(
     keystone_set: KeystoneSet, seed: int
 ) -> dict[str, Callable[[nn.Module], tuple[nn.Module, int, int]]]:
-    """Arm name -> wrap(model) returning (trainable model, effective trainable params, bytes of what is saved)."""
+    """Arm name -> wrap(model) returning (trainable model, effective trainable params, bytes of what is
+    saved)."""
     from peft import LoraConfig, get_peft_model
 
     def full(m: nn.Module) -> tuple[nn.Module, int, int]:
         n = sum(p.numel() for p in m.parameters())
-        return m, n, n * m.dtype.itemsize
+        return m, n, sum(p.numel() * p.element_size() for p in m.parameters())
 
     def rows(ks: KeystoneSet) -> Callable[[nn.Module], tuple[nn.Module, int, int]]:
         def wrap(m: nn.Module) -> tuple[nn.Module, int, int]:
@@ -129,11 +131,12 @@ def finetune_table(
     heldout: Sequence[str],
     *,
     steps: int,
-    lr_grids: dict[str, Sequence[float]],
+    lr_grids: Mapping[str, Sequence[float]],
     seed: int,
     n_train: int = 48,
 ) -> list[dict[str, Any]]:
-    """Rows of Part B: one per arm (plus the un-tuned model), at the learning rate with the lowest training loss."""
+    """Rows of Part B: one per arm (plus the un-tuned model), at the learning rate with the lowest training
+    loss."""
     train = [(f["prompt"], f["answer"]) for f in facts[:n_train]]
     tests = {
         "acc_train": train,

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from hf_ext._validation import check_int
 from hf_ext.peft.keystone.sets import KeystoneSet, linear_module, model_fingerprint, out_features
 
 logger = logging.getLogger(__name__)
@@ -19,7 +20,8 @@ DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj
 
 def base_causal_lm(model: nn.Module) -> nn.Module:
     """The causal LM inside a ``PeftModel`` (its wrappers stay in place), or ``model`` itself."""
-    return model.get_base_model() if hasattr(model, "get_base_model") else model
+    get_base_model = getattr(model, "get_base_model", None)
+    return get_base_model() if callable(get_base_model) else model
 
 
 def pool_modules(model: nn.Module, target_modules: Sequence[str] = DEFAULT_TARGETS) -> dict[str, nn.Module]:
@@ -54,9 +56,9 @@ def _zero_hook(idx: torch.Tensor) -> Any:
 def ablate_neurons(model: nn.Module, keystone_set: KeystoneSet) -> Iterator[nn.Module]:
     """Zero the output channels of ``keystone_set`` inside the block; the model is restored exactly on exit.
 
-    A forward hook on the module currently at each path (the SHiRA wrapper inside a ``PeftModel``, since SHiRA's
-    forward ignores hooks on its base layer) returns ``out.index_fill(-1, idx, 0)``. No weight is edited; the hooks are
-    removed on exit, also when the block raises. Contexts nest.
+    A forward hook on the module currently at each path (the SHiRA wrapper inside a ``PeftModel``, since
+    SHiRA's forward ignores hooks on its base layer) returns ``out.index_fill(-1, idx, 0)``. No weight is
+    edited; the hooks are removed on exit, also when the block raises. Contexts nest.
 
     Args:
         model: A transformers causal LM or a ``PeftModel`` around one.
@@ -97,8 +99,8 @@ def random_neuron_set(
 ) -> KeystoneSet:
     """A control set of neurons drawn uniformly without replacement.
 
-    Either ``k`` neurons from the whole pool of ``target_modules``, or (``like=``) as many rows per module type
-    (``o_proj``, ``q_proj``...) as ``like`` has, drawn from all modules of that type.
+    Either ``k`` neurons from the whole pool of ``target_modules``, or (``like=``) as many rows per module
+    type (``o_proj``, ``q_proj``...) as ``like`` has, drawn from all modules of that type.
 
     Example:
         >>> from hf_ext.testing import tiny_llama
@@ -121,8 +123,7 @@ def random_neuron_set(
     for suffix, count in groups.items():
         mods = [(n, out_features(m)) for n, m in pool.items() if not suffix or n.rsplit(".", 1)[-1] == suffix]
         total = sum(o for _, o in mods)
-        if not isinstance(count, int) or not 1 <= count <= total:
-            raise ValueError(f"`k` must be an int in [1, {total}] (the pool size), got {count!r}.")
+        check_int("k", count, low=1, high=total, hint=f"The pool has {total} neurons.")
         flat = torch.randperm(total, generator=gen)[:count].tolist()
         starts = torch.tensor([0] + [o for _, o in mods]).cumsum(0)
         for f in flat:

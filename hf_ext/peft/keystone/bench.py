@@ -1,14 +1,15 @@
-"""``hf-ext bench keystone``: keystone discovery and ablation on real Gemma-3-270M, then keystone-only fine-tuning.
+"""``hf-ext bench keystone``: keystone discovery and ablation on real Gemma-3-270M, then keystone-only
+fine-tuning.
 
-Part A (real Gemma-3-270M, fp32, CPU): probe 4 prompts, ablate the top-k keystone neurons (k in 1, 3, 10, 30) and
-as many random neurons (20 draws per k; 5 in quick mode), plus the reconstruction's variants (single-prompt top-k,
-raw magnitudes, a pool with down_proj instead of o_proj); held-out NLL / perplexity per domain; IoU of the sets
-found on 5 disjoint prompt groups; greedy continuations.
+Part A (real Gemma-3-270M, fp32, CPU): probe 4 prompts, ablate the top-k keystone neurons (k in 1, 3, 10, 30)
+and as many random neurons (20 draws per k; 5 in quick mode), plus the reconstruction's variants
+(single-prompt top-k, raw magnitudes, a pool with down_proj instead of o_proj); held-out NLL / perplexity per
+domain; IoU of the sets found on 5 disjoint prompt groups; greedy continuations.
 
 Part B (keystone-only FT vs full FT vs LoRA vs random rows on 64 invented facts). By default it runs on a tiny
 random-init Llama (150 steps, since a model trained from scratch needs more than the 24 steps used on Gemma;
-mechanics only: a random model has no keystone neurons to speak of), because full FT of Gemma on the shared 2-core
-CPU took 15-70 s per step. ``run(finetune_model="gemma")`` runs it on Gemma-3-270M (24 steps, the spec's grids).
+mechanics only: a random model has no keystone neurons to speak of), because full FT of Gemma on the shared
+2-core CPU took 15-70 s per step.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import re
 import resource
 from typing import Any
 
-from hf_ext.benchmarking import BenchReport, Headline, Timer, seeded
+from hf_ext.benchmarking import BenchReport, Headline, Timer, seeded, verdict
+from hf_ext.peft.keystone._bench_data import DOMAINS, GREEDY, HELDOUT, PROBE_GROUPS, invented_facts
+from hf_ext.peft.keystone._bench_finetune import finetune_table
 from hf_ext.peft.keystone.ablate import DEFAULT_TARGETS, ablate_neurons, random_neuron_set
-from hf_ext.peft.keystone.bench_data import DOMAINS, GREEDY, HELDOUT, PROBE_GROUPS, invented_facts
 from hf_ext.peft.keystone.core import cross_task_scores, neuron_activations, pairwise_iou, text_nll, top_k_set
-from hf_ext.peft.keystone.finetune import finetune_table
 
 logger = logging.getLogger(__name__)
 
@@ -162,12 +163,11 @@ def _tiny_finetune_setup(seed: int) -> tuple[Any, Any, Any]:
     return make, tok, ks
 
 
-def run(*, quick: bool = False, seed: int = 0, finetune_model: str = "tiny") -> BenchReport:
-    """Run Part A on Gemma-3-270M and Part B on ``finetune_model`` (``"tiny"`` or ``"gemma"``); see the module doc."""
+def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
+    """Run Part A on Gemma-3-270M and Part B on the tiny model; see the module doc."""
     from hf_ext.assets import gemma3_270m
 
-    if finetune_model not in ("tiny", "gemma"):
-        raise ValueError(f"`finetune_model` must be 'tiny' or 'gemma', got {finetune_model!r}.")
+    finetune_model = "tiny"
     with seeded(seed):
         with Timer() as load:
             model, tok = gemma3_270m()
@@ -231,9 +231,6 @@ def _notes(
     inc = key["nll"] - base["nll"]
     iou30 = info["iou"][30]
 
-    def verdict(ok: bool) -> str:
-        return "MET" if ok else "NOT MET"
-
     t1 = inc >= math.log(100) and all(w < math.log(1.5) for w in worst.values())
     domains_ok = all(key[f"nll_{d}"] >= 2 * base[f"nll_{d}"] for d in DOMAINS)
     kst, full = (
@@ -243,36 +240,56 @@ def _notes(
     rnd = next(r for r in ft if r["system"] == "random rows")
     gain_ok = kst["gain_vs_full"] >= 0.9 if not math.isnan(kst["gain_vs_full"]) else False
     lines = [
-        f"Real: Gemma-3-270M base weights; probe/held-out text hand-written English (4 domains). Synthetic: "
-        f"the 64 invented facts of Part B{'; Part B ran on a tiny random-init Llama (mechanics only)' if ft_model == 'tiny' else ''}.",
-        f"Set size {k} of {info['pool_size']} neurons ({100 * k / info['pool_size']:.4f}% of the q,k,v,o,gate,up pool); "
+        "Real: Gemma-3-270M base weights; probe/held-out text hand-written English (4 domains). Synthetic: "
+        "the 64 invented facts of Part B; Part B ran on a tiny random-init Llama (mechanics only).",
+        f"Set size {k} of {info['pool_size']} neurons ({100 * k / info['pool_size']:.4f}% of the "
+        f"q,k,v,o,gate,up pool); "
         f"base mean NLL {base['nll']:.3f} (ppl {math.exp(base['nll']):.2f}).",
-        f"Issue target (keystone-{k} ppl x>=100, every random draw <1.5x): {verdict(t1)} -- keystone x{math.exp(inc):.3g} "
-        f"(+{inc:.2f} nats); largest random increase per k: "
-        + ", ".join(f"k={kk}: +{w:.3f} nats (x{math.exp(w):.3f})" for kk, w in worst.items())
-        + ".",
-        f"Keystone-{k} mean NLL >= 3x base: {verdict(key['nll'] >= 3 * base['nll'])} ({key['nll']:.2f} vs {base['nll']:.2f}); "
-        f"every domain >= 2x: {verdict(domains_ok)} ("
-        + ", ".join(f"{d} {key[f'nll_{d}']:.1f}" for d in DOMAINS)
-        + ").",
-        f"Keystone increase >= 10x largest random-{k} increase: {verdict(inc >= 10 * max(worst[k], 1e-12))}; "
-        f"every random-{k} within +0.1 nats: {verdict(worst[k] <= 0.1)}.",
-        f"Stability over {2 if quick else len(PROBE_GROUPS)} disjoint prompt groups: top-30 IoU mean {iou30['mean']:.3f} "
-        f"(min {iou30['min']:.3f}, max {iou30['max']:.3f}) -> >= 0.7: {verdict(iou30['mean'] >= 0.7)}; top-10 IoU mean "
-        f"{info['iou'][10]['mean']:.3f} (min {info['iou'][10]['min']:.3f}).",
+        verdict(
+            f"Ablation target (keystone-{k} ppl x>=100, every random draw <1.5x)",
+            t1,
+            f"keystone x{math.exp(inc):.3g} (+{inc:.2f} nats); largest random increase per k: "
+            + ", ".join(f"k={kk}: +{w:.3f} nats (x{math.exp(w):.3f})" for kk, w in worst.items()),
+        ),
+        verdict(
+            f"Keystone-{k} mean NLL >= 3x base",
+            key["nll"] >= 3 * base["nll"],
+            f"{key['nll']:.2f} vs {base['nll']:.2f}",
+        ),
+        verdict(
+            "Every domain >= 2x base", domains_ok, ", ".join(f"{d} {key[f'nll_{d}']:.1f}" for d in DOMAINS)
+        ),
+        verdict(
+            f"Keystone increase >= 10x largest random-{k} increase",
+            inc >= 10 * max(worst[k], 1e-12),
+            f"+{inc:.2f} vs +{worst[k]:.3f} nats",
+        ),
+        verdict(f"Every random-{k} within +0.1 nats", worst[k] <= 0.1, f"largest +{worst[k]:.3f}"),
+        verdict(
+            f"Top-30 IoU over {2 if quick else len(PROBE_GROUPS)} disjoint prompt groups >= 0.7",
+            iou30["mean"] >= 0.7,
+            f"mean {iou30['mean']:.3f}, min {iou30['min']:.3f}, max {iou30['max']:.3f}; top-10 mean "
+            f"{info['iou'][10]['mean']:.3f} (min {info['iou'][10]['min']:.3f})",
+        ),
         f"Cost: probe {info['probe_forwards']} forwards in {info['probe_seconds']:.2f} s; "
         f"{info['seconds_per_ablation_eval']:.2f} s per ablation evaluation ({len(TEXTS)} texts); model load "
         f"{load_s:.1f} s; peak RSS {_peak_rss_mb():.0f} MB.",
-        f"Part B target (keystone-only FT >= 90% of full FT's task gain with less drift): "
-        f"{verdict(gain_ok and kst['drift'] < full['drift'])} -- gain ratio {kst['gain_vs_full']:.3f}, drift "
-        f"keystone {kst['drift']:+.3f} vs full {full['drift']:+.3f} nats; keystone vs random rows: acc "
-        f"{kst['task_acc']:.3f} vs {rnd['task_acc']:.3f}, drift {kst['drift']:+.3f} vs {rnd['drift']:+.3f}.",
-        "Random ablations are the control that shows the effect; single-prompt top-k sets also collapse the model at "
+        verdict(
+            "Part B target (keystone-only FT >= 90% of full FT's task gain with less drift)",
+            gain_ok and kst["drift"] < full["drift"],
+            f"gain ratio {kst['gain_vs_full']:.3f}, drift keystone {kst['drift']:+.3f} vs full "
+            f"{full['drift']:+.3f} "
+            f"nats; keystone vs random rows: acc {kst['task_acc']:.3f} vs {rnd['task_acc']:.3f}, drift "
+            f"{kst['drift']:+.3f} vs {rnd['drift']:+.3f}",
+        ),
+        "Random ablations are the control that shows the effect; single-prompt top-k sets also collapse "
+        "the model at "
         "this scale, so no cross-task-beats-single-task claim is made.",
     ]
     if quick:
         lines.append(
-            "Quick mode: k=30 only, no variants, 3 random draws, 2 IoU groups, no greedy samples, 30 FT steps."
+            "Quick mode: k=30 only, no variants, 3 random draws, 2 IoU groups, no greedy samples, 30 FT "
+            "steps."
         )
     lines += [f"greedy {g}" for g in info["greedy"]]
     return lines

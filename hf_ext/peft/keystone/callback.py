@@ -1,4 +1,4 @@
-"""`KeystoneGradMaskCallback`: keystone-only fine-tuning of a full model in ``Trainer`` / ``SFTTrainer``, without PEFT."""
+"""`KeystoneGradMaskCallback`: keystone-only fine-tuning of a full model in ``Trainer``, without PEFT."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from transformers import TrainerCallback
 
 from hf_ext._registry import paper
-from hf_ext.peft.keystone.sets import KeystoneSet, linear_module
+from hf_ext.peft.keystone.sets import KeystoneSet, base_linear, linear_module
 
 logger = logging.getLogger(__name__)
 
@@ -18,11 +18,12 @@ logger = logging.getLogger(__name__)
 class KeystoneGradMaskCallback(TrainerCallback):
     """Freeze everything but the keystone rows: ``Trainer(..., callbacks=[KeystoneGradMaskCallback(ks)])``.
 
-    On ``on_train_begin`` every parameter is frozen except the ``weight`` of each module in the set, whose gradient is
-    multiplied by a row mask (``Tensor.register_hook``). Frozen parameters get no gradient, so the optimizer skips
-    them. AdamW with ``weight_decay > 0`` still decays the non-selected rows of the unfrozen weights (they have a zero
-    gradient, not none): use ``weight_decay=0`` (a warning is issued otherwise) or the SHiRA route
-    (:class:`~hf_ext.peft.keystone.config.KeystoneConfig`), whose pads are exactly 0. Biases are not trained.
+    On ``on_train_begin`` every parameter is frozen except the ``weight`` of each module in the set, whose
+    gradient is multiplied by a row mask (``Tensor.register_hook``). Frozen parameters get no gradient, so the
+    optimizer skips them. AdamW with ``weight_decay > 0`` still decays the non-selected rows of the unfrozen
+    weights (they have a zero gradient, not none): use ``weight_decay=0`` (a warning is issued otherwise) or
+    the SHiRA route (:class:`~hf_ext.peft.keystone.config.KeystoneConfig`), whose pads are exactly 0. Biases
+    are not trained.
 
     Args:
         keystone_set: The neurons to train (module names relative to the model given to the ``Trainer``).
@@ -46,7 +47,8 @@ class KeystoneGradMaskCallback(TrainerCallback):
             raise ValueError("`model` was not passed to the callback; use it through a transformers Trainer.")
         if getattr(args, "weight_decay", 0.0) > 0:
             warnings.warn(
-                f"weight_decay={args.weight_decay} decays the frozen rows of keystone modules too; set weight_decay=0 "
+                f"weight_decay={args.weight_decay} decays the frozen rows of keystone modules too; set "
+                f"weight_decay=0 "
                 "or use KeystoneConfig (SHiRA route) for exact keystone-only updates.",
                 UserWarning,
                 stacklevel=2,
@@ -54,7 +56,7 @@ class KeystoneGradMaskCallback(TrainerCallback):
         self.keystone_set.validate(model)
         model.requires_grad_(False)
         for name, rows in self.keystone_set.indices.items():
-            weight = linear_module(model, name, argument="keystone_set").weight
+            weight = base_linear(linear_module(model, name, argument="keystone_set")).weight
             keep = torch.zeros(weight.shape[0], 1, dtype=weight.dtype, device=weight.device)
             keep[rows] = 1.0
             weight.requires_grad_(True)

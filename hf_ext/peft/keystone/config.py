@@ -12,8 +12,9 @@ from peft import ShiraConfig
 from torch import nn
 
 from hf_ext._registry import paper
+from hf_ext._validation import check_int
 from hf_ext.peft.keystone.adapter import attach_keystone_grad_mask
-from hf_ext.peft.keystone.sets import KeystoneSet
+from hf_ext.peft.keystone.sets import KeystoneSet, base_linear
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +23,7 @@ def _module_sizes(model: nn.Module, keystone_set: KeystoneSet) -> dict[str, tupl
     """``name -> (k_m, in_features, out_features)`` for every module of the set."""
     sizes = {}
     for name, rows in keystone_set.indices.items():
-        lin = model.get_submodule(name)
+        lin = base_linear(model.get_submodule(name))
         sizes[name] = (len(rows), lin.in_features, lin.out_features)
     return sizes
 
@@ -33,10 +34,11 @@ def minimal_rank(sizes: dict[str, tuple[int, int, int]]) -> int:
 
 
 def keystone_mask(rows: list[int], r: int, out_features: int, in_features: int) -> torch.Tensor:
-    """0/1 mask ``(out_features, in_features)`` with exactly ``r * (in + out)`` ones: ``rows`` complete, pads elsewhere.
+    """0/1 mask ``(out_features, in_features)`` with exactly ``r * (in + out)`` ones: ``rows`` complete, pads
+    elsewhere.
 
-    Pads fill the other rows in order, ``in_features - 1`` per row (never a complete row), so the complete rows of the
-    mask are exactly ``rows``.
+    Pads fill the other rows in order, ``in_features - 1`` per row (never a complete row), so the complete
+    rows of the mask are exactly ``rows``.
 
     Example:
         >>> m = keystone_mask([1], r=1, out_features=3, in_features=4)
@@ -52,8 +54,10 @@ def keystone_mask(rows: list[int], r: int, out_features: int, in_features: int) 
     if pads < 0 or pads > capacity:
         raise ValueError(
             f"SHiRA pad capacity overflow: r={r} needs {r * (in_features + out_features)} values, "
-            f"{len(rows)} keystone rows take {len(rows) * in_features}, leaving {pads} pads for a capacity of "
-            f"{capacity} ((out - k_m) * (in - 1)). Use fewer modules (a smaller or more concentrated set) or a smaller r."
+            f"{len(rows)} keystone rows take {len(rows) * in_features}, leaving {pads} pads for a "
+            f"capacity of "
+            f"{capacity} ((out - k_m) * (in - 1)). Use fewer modules (a smaller or more concentrated "
+            f"set) or a smaller r."
         )
     if pads:
         grid = torch.zeros(len(others), in_features)
@@ -67,20 +71,23 @@ def keystone_mask(rows: list[int], r: int, out_features: int, in_features: int) 
 
 @dataclass
 class KeystoneConfig(ShiraConfig):
-    """PEFT config for keystone-only fine-tuning: ``get_peft_model(model, KeystoneConfig(model=m, keystone_set=ks))``.
+    """PEFT config for keystone-only fine-tuning: ``get_peft_model(model, KeystoneConfig(model=m,
+    keystone_set=ks))``.
 
-    A ``ShiraConfig`` (peft's public custom-mask extension point) whose ``mask_fn`` marks every row of the keystone
-    neurons of each module in the set, plus frozen zero pads to reach SHiRA's ``r * (in + out)`` count.
-    ``target_modules`` becomes the list of full module names of the set. The mask function knows the model through a
-    closure keyed on ``id(model.get_submodule(name))``, and on its first call registers a one-shot forward pre-hook
-    on the model that attaches the pad gradient mask (:func:`attach_keystone_grad_mask`) before any backward, so a
-    plain ``get_peft_model`` trains only keystone rows.
+    A ``ShiraConfig`` (peft's public custom-mask extension point) whose ``mask_fn`` marks every row of the
+    keystone neurons of each module in the set, plus frozen zero pads to reach SHiRA's ``r * (in + out)``
+    count. ``target_modules`` becomes the list of full module names of the set. The mask function knows the
+    model through a closure keyed on ``id(model.get_submodule(name))``, and on its first call registers a
+    one-shot forward pre-hook on the model that attaches the pad gradient mask
+    (:func:`attach_keystone_grad_mask`) before any backward, so a plain ``get_peft_model`` trains only
+    keystone rows.
 
     [paper] SFT of keystone neurons only. [reconstructed] the parameterisation: rows only (no bias entry, no
     consuming column), trained as SHiRA entries; biases stay frozen (matters for Qwen2's biased q/k/v).
 
-    ``save_pretrained`` writes ``peft_type: SHIRA`` with ``mask_type: "keystone"``; ``PeftModel.from_pretrained`` needs no
-    mask function (the indices are saved). ``print_trainable_parameters`` counts the pads too (``r * sum(in + out)``);
+    ``save_pretrained`` writes ``peft_type: SHIRA`` with ``mask_type: "keystone"``;
+    ``PeftModel.from_pretrained`` needs no mask function (the indices are saved).
+    ``print_trainable_parameters`` counts the pads too (``r * sum(in + out)``);
     :func:`keystone_trainable_parameters` gives the effective ``sum k_m * in_m``.
 
     Args:
@@ -90,8 +97,8 @@ class KeystoneConfig(ShiraConfig):
         mask_type: Stored in ``adapter_config.json``, defaults to ``"keystone"``.
 
     Raises:
-        ValueError: missing ``model``/``keystone_set``, a set that does not fit the model, ``init_weights=False``,
-            an ``r`` too small for the rows, or a pad capacity overflow.
+        ValueError: missing ``model``/``keystone_set``, a set that does not fit the model,
+            ``init_weights=False``, an ``r`` too small for the rows, or a pad capacity overflow.
 
     Example:
         >>> from peft import get_peft_model
@@ -110,7 +117,9 @@ class KeystoneConfig(ShiraConfig):
     r: int | None = field(  # type: ignore[assignment]
         default=None,
         metadata={
-            "help": "Global SHiRA rank; defaults to the smallest r whose r*(in+out) holds every module's rows."
+            "help": (
+                "Global SHiRA rank; defaults to the smallest r whose r*(in+out) holds every module's rows."
+            )
         },
     )
     mask_type: str = field(  # type: ignore[assignment]
@@ -130,8 +139,8 @@ class KeystoneConfig(ShiraConfig):
         needed = minimal_rank(sizes)
         if self.r is None:
             self.r = needed
-        elif not isinstance(self.r, int) or self.r < needed:
-            raise ValueError(f"`r` must be an int >= {needed} to hold the keystone rows, got {self.r!r}.")
+        else:
+            self.r = check_int("r", self.r, low=needed, hint="Smaller values cannot hold the keystone rows.")
         masks = {
             id(model.get_submodule(n)): keystone_mask(keystone_set.indices[n], self.r, o, i)
             for n, (_, i, o) in sizes.items()
@@ -153,7 +162,7 @@ def _make_mask_fn(model: nn.Module, keystone_set: KeystoneSet, masks: dict[int, 
         attach_keystone_grad_mask(model, keystone_set)
         state.pop("handle").remove()
 
-    def mask_fn(base_layer: nn.Module, r: int, **kwargs: Any) -> torch.Tensor:
+    def mask_fn(base_layer: nn.Linear, r: int, **kwargs: Any) -> torch.Tensor:
         if id(base_layer) not in masks:
             raise ValueError(
                 f"SHiRA asked for a mask of a module outside the keystone set ({base_layer!r}); keep the "

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hf_ext._validation import check_choice, check_float, check_int
 from hf_ext.peft.keystone.ablate import DEFAULT_TARGETS, ablate_neurons, base_causal_lm, pool_modules
 from hf_ext.peft.keystone.sets import KeystoneSet, model_fingerprint
 
@@ -53,10 +54,12 @@ def neuron_activations(
     target_modules: Sequence[str] = DEFAULT_TARGETS,
     skip_first_token: bool = True,
 ) -> Activations:
-    """Probe: ``a[t][module]`` = mean over the tokens of task ``t`` of ``|output|``, shape ``(out_features,)``, fp32.
+    """Probe: ``a[t][module]`` = mean over the tokens of task ``t`` of ``|output|``, fp32.
 
-    One forward pass per prompt (batch 1, no padding). With ``skip_first_token`` position 0 (BOS: attention sinks and
-    massive activations sit there) is dropped, so every prompt needs at least 2 tokens.
+    Each vector has shape ``(out_features,)``.
+
+    One forward pass per prompt (batch 1, no padding). With ``skip_first_token`` position 0 (BOS: attention
+    sinks and massive activations sit there) is dropped, so every prompt needs at least 2 tokens.
     """
     tasks = _task_prompts(prompts)
     pool = pool_modules(model, target_modules)
@@ -79,7 +82,8 @@ def neuron_activations(
                 ids = tokenizer(text, return_tensors="pt")["input_ids"].to(device)
                 if ids.shape[1] - start < 1:
                     raise ValueError(
-                        f"`prompts[{task!r}]` has {ids.shape[1]} token(s) ({text!r}); with skip_first_token=True "
+                        f"`prompts[{task!r}]` has {ids.shape[1]} token(s) ({text!r}); with "
+                        f"skip_first_token=True "
                         "every prompt needs at least 2 tokens."
                     )
                 current.clear()
@@ -101,20 +105,18 @@ def neuron_activations(
 
 
 def _check_settings(normalize: str, aggregate: str) -> None:
-    if normalize not in NORMALIZE:
-        raise ValueError(f"`normalize` must be one of {NORMALIZE}, got {normalize!r}.")
-    if aggregate not in AGGREGATE:
-        raise ValueError(f"`aggregate` must be one of {AGGREGATE}, got {aggregate!r}.")
+    check_choice("normalize", normalize, NORMALIZE)
+    check_choice("aggregate", aggregate, AGGREGATE)
 
 
 def cross_task_scores(
     acts: Activations, *, normalize: str = "mean", aggregate: str = "min"
 ) -> dict[str, torch.Tensor]:
-    """Cross-task score ``s[module]``, shape ``(out_features,)``, from probe activations ``acts[task][module]``.
+    """Cross-task score ``s[module]`` (shape ``(out_features,)``) from activations ``acts[task][module]``.
 
-    ``normalize``: ``"mean"`` divides each task's module vector by its mean, ``"median"`` by its median, ``"none"`` keeps
-    raw magnitudes (documented as broken: it picks early q_proj channels that do not collapse the model).
-    ``aggregate``: ``"min"`` over tasks (consistently high) or ``"mean"``.
+    ``normalize``: ``"mean"`` divides each task's module vector by its mean, ``"median"`` by its median,
+    ``"none"`` keeps raw magnitudes (documented as broken: it picks early q_proj channels that do not collapse
+    the model). ``aggregate``: ``"min"`` over tasks (consistently high) or ``"mean"``.
 
     Example:
         >>> acts = {"a": {"m": torch.tensor([1.0, 3.0])}, "b": {"m": torch.tensor([2.0, 2.0])}}
@@ -140,15 +142,13 @@ def cross_task_scores(
 
 
 def _resolve_k(k: int | float, pool_size: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, int | float):
-        raise ValueError(f"`k` must be an int or a fraction in (0, 1), got {k!r}.")
+    """``k`` as a neuron count: an int in ``[1, pool_size]`` or a float fraction of the pool in ``(0, 1)``."""
     if isinstance(k, float):
-        if not 0 < k < 1:
-            raise ValueError(f"`k` as a float is a fraction of the pool and must be in (0, 1), got {k!r}.")
-        k = max(1, round(k * pool_size))
-    if not 1 <= k <= pool_size:
-        raise ValueError(f"`k` must be in [1, {pool_size}] (the pool size), got {k!r}.")
-    return int(k)
+        k = check_float(
+            "k", k, low=0, high=1, low_open=True, high_open=True, hint="A float is a pool fraction."
+        )
+        return max(1, round(k * pool_size))
+    return check_int("k", k, low=1, high=pool_size, hint=f"The pool has {pool_size} neurons.")
 
 
 def top_k_set(
@@ -159,9 +159,10 @@ def top_k_set(
     settings: Mapping[str, Any] | None = None,
     prompts_hash: str = "",
 ) -> KeystoneSet:
-    """The global top-``k`` neurons of ``scores`` (ranked across modules) as a :class:`KeystoneSet` bound to ``model``.
+    """The global top-``k`` neurons of ``scores`` (ranked across modules) as a :class:`KeystoneSet`.
 
-    ``k`` is an int or a fraction of the pool (``0.0002`` = 0.02%).
+    The set is bound to ``model`` (its fingerprint). ``k`` is an int or a fraction of the pool
+    (``0.0002`` = 0.02%).
     """
     names = list(scores)
     flat = torch.cat([scores[n].flatten() for n in names])
@@ -196,8 +197,9 @@ def find_keystone_neurons(
 
     [paper] Neurons strongly activated across tasks of several capability dimensions; four prompts suffice.
     [reconstructed] A neuron is one output channel (weight row) of a linear projection; the pool defaults to
-    q, k, v, o, gate, up (down_proj excluded, which matches Llama-3.1-8B's 1,245,184 count); the statistic is the
-    per-module-normalised mean |activation| (BOS dropped), aggregated by the minimum over tasks, ranked globally.
+    q, k, v, o, gate, up (down_proj excluded, which matches Llama-3.1-8B's 1,245,184 count); the statistic is
+    the per-module-normalised mean |activation| (BOS dropped), aggregated by the minimum over tasks, ranked
+    globally.
 
     Args:
         model: Any transformers causal LM (Llama, Qwen2, Gemma3...) whose targets are ``nn.Linear``.
@@ -205,7 +207,8 @@ def find_keystone_neurons(
         prompts: Task name -> prompt or list of prompts; at least 2 tasks (cross-task scoring).
         target_modules: Last name components of the projections in the pool, defaults to q/k/v/o/gate/up.
         k: Set size, an int or a fraction of the pool, defaults to 30.
-        normalize: ``"mean"`` (default), ``"median"`` or ``"none"`` (raw magnitudes; does not collapse models).
+        normalize: ``"mean"`` (default), ``"median"`` or ``"none"`` (raw magnitudes; does not collapse
+            models).
         aggregate: ``"min"`` (default) or ``"mean"`` over tasks.
         skip_first_token: Drop position 0 of every prompt, defaults to ``True``.
 
@@ -220,7 +223,8 @@ def find_keystone_neurons(
     Example:
         >>> from hf_ext.testing import tiny_llama, word_tokenizer
         >>> tok = word_tokenizer()
-        >>> ks = find_keystone_neurons(tiny_llama(vocab_size=len(tok)), tok, {"a": "the city of paris", "b": "what is true"}, k=3)
+        >>> prompts = {"a": "the city of paris", "b": "what is true"}
+        >>> ks = find_keystone_neurons(tiny_llama(vocab_size=len(tok)), tok, prompts, k=3)
         >>> len(ks), ks.settings["aggregate"]
         (3, 'min')
     """
@@ -275,17 +279,18 @@ def select_k_by_ablation(
     sweep: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128),
     collapse_ratio: float = 10.0,
 ) -> tuple[int | None, list[dict[str, float]]]:
-    """The smallest ``k`` in ``sweep`` whose top-``k`` ablation multiplies held-out perplexity by ``collapse_ratio``.
+    """The smallest ``k`` in ``sweep`` whose top-``k`` ablation multiplies perplexity by ``collapse_ratio``.
 
-    ``keystone_set`` must be scored and hold at least ``max(sweep)`` neurons (``find_keystone_neurons(k=128)``).
-    Returns ``(k or None, rows)`` with one row ``{"k", "nll", "ppl_ratio"}`` per evaluated ``k`` (the sweep stops at
-    the first collapse). [reconstructed] selection rule.
+    ``keystone_set`` must be scored and hold at least ``max(sweep)`` neurons
+    (``find_keystone_neurons(k=128)``). Returns ``(k or None, rows)`` with one row ``{"k", "nll",
+    "ppl_ratio"}`` per evaluated ``k`` (the sweep stops at the first collapse). [reconstructed] selection
+    rule.
     """
-    if collapse_ratio <= 1:
-        raise ValueError(f"`collapse_ratio` must be > 1, got {collapse_ratio!r}.")
+    check_float("collapse_ratio", collapse_ratio, low=1, low_open=True)
     if not sweep or max(sweep) > len(keystone_set):
         raise ValueError(
-            f"`sweep` must be non-empty with max <= len(keystone_set) = {len(keystone_set)}, got {list(sweep)}."
+            f"`sweep` must be non-empty with max <= len(keystone_set) = {len(keystone_set)}, got "
+            f"{list(sweep)}."
         )
     base = sum(text_nll(model, tokenizer, texts)) / len(texts)
     rows = []
@@ -310,7 +315,7 @@ def keystone_iou(a: KeystoneSet, b: KeystoneSet) -> float:
 
 
 def pairwise_iou(sets: Sequence[KeystoneSet]) -> dict[str, float]:
-    """Stability over disjoint prompt groups: mean, min and max IoU over all pairs of ``sets`` (at least 2)."""
+    """Stability over disjoint prompt groups: mean, min and max IoU over all pairs of ``sets`` (2 or more)."""
     if len(sets) < 2:
         raise ValueError(f"`sets` needs at least 2 keystone sets, got {len(sets)}.")
     values = [keystone_iou(a, b) for a, b in combinations(sets, 2)]

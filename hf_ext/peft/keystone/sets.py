@@ -43,31 +43,43 @@ def check_fingerprint(expected: dict[str, Any], model: nn.Module, what: str = "k
 def linear_module(model: nn.Module, name: str, *, argument: str = "target_modules") -> nn.Module:
     """Return the module at ``name``, checking it exists, is not an embedding/LM head, and is ``nn.Linear``.
 
-    A PEFT tuner layer wrapping an ``nn.Linear`` (e.g. SHiRA's) is accepted and returned as is, because hooks must
-    sit on the module currently at the path.
+    A PEFT tuner layer wrapping an ``nn.Linear`` (e.g. SHiRA's) is accepted and returned as is, because hooks
+    must sit on the module currently at the path.
     """
     if any(part in _FORBIDDEN for part in name.split(".")):
         raise ValueError(
-            f"`{argument}` contains {name!r}: embeddings and the LM head (tied in Gemma) cannot hold keystone "
+            f"`{argument}` contains {name!r}: embeddings and the LM head (tied in Gemma) cannot hold "
+            f"keystone "
             "neurons. Target the linear projections inside the decoder layers instead."
         )
     try:
         module = model.get_submodule(name)
     except AttributeError:
         raise ValueError(f"`{argument}` names module {name!r}, which is absent from the model.") from None
-    base = module.get_base_layer() if hasattr(module, "get_base_layer") else module
+    base_linear(module, name)
+    return module
+
+
+def base_linear(module: nn.Module, name: str = "") -> nn.Linear:
+    """The ``nn.Linear`` that is ``module`` or that a PEFT tuner layer ``module`` wraps.
+
+    Raises:
+        TypeError: it is not an ``nn.Linear`` (``name`` is the module's path, for the message).
+    """
+    get_base_layer = getattr(module, "get_base_layer", None)
+    base = get_base_layer() if callable(get_base_layer) else module
     if not isinstance(base, nn.Linear):
         raise TypeError(
-            f"Module {name!r} is a {type(base).__name__}, not torch.nn.Linear; keystone neurons are output "
-            "channels of nn.Linear projections (GPT-2 Conv1D and quantized layers are not supported)."
+            f"Module {name or type(module).__name__!r} is a {type(base).__name__}, not torch.nn.Linear; "
+            "keystone neurons are output channels of nn.Linear projections (GPT-2 Conv1D and quantized "
+            "layers are not supported)."
         )
-    return module
+    return base
 
 
 def out_features(module: nn.Module) -> int:
     """Output channels of an ``nn.Linear`` or of a PEFT wrapper around one."""
-    base = module.get_base_layer() if hasattr(module, "get_base_layer") else module
-    return int(base.out_features)
+    return base_linear(module).out_features
 
 
 @dataclass
@@ -82,12 +94,14 @@ class KeystoneSet:
         indices: Module name -> sorted row indices.
         scores: Module name -> score per index (same order), or empty for sets not found by scoring.
         base_model_name_or_path: ``config._name_or_path`` of the probed model.
-        fingerprint: ``model_type``, ``hidden_size``, ``num_hidden_layers``, ``intermediate_size``, ``vocab_size``.
+        fingerprint: ``model_type``, ``hidden_size``, ``num_hidden_layers``, ``intermediate_size``,
+            ``vocab_size``.
         settings: The discovery settings (target modules, normalisation, aggregation, ...).
         prompts_sha256: Hash of the probe prompts.
 
     Example:
-        >>> ks = KeystoneSet({"model.layers.0.self_attn.o_proj": [3, 1]}, {"model.layers.0.self_attn.o_proj": [2.0, 5.0]})
+        >>> o_proj = "model.layers.0.self_attn.o_proj"
+        >>> ks = KeystoneSet({o_proj: [3, 1]}, {o_proj: [2.0, 5.0]})
         >>> ks.indices, len(ks), ks.top(1).indices
         ({'model.layers.0.self_attn.o_proj': [1, 3]}, 2, {'model.layers.0.self_attn.o_proj': [1]})
     """
