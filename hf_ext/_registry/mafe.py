@@ -11,10 +11,18 @@ METHOD = MethodInfo(
     host="PettingZoo ParallelEnv (+ torchmetrics fairness Metrics)",
     extras=("pettingzoo", "metrics"),
     public={
-        "LoanMAFE": "hf_ext.marl.loan_mafe_v0",
-        "HealthcareMAFE": "hf_ext.marl.healthcare_mafe_v0",
-        "EducationMAFE": "hf_ext.marl.education_mafe_v0",
+        "LoanMAFE": "hf_ext.marl.mafe.env_loan",
+        "HealthcareMAFE": "hf_ext.marl.mafe.env_healthcare",
+        "EducationMAFE": "hf_ext.marl.mafe.env_education",
+        "MAFEParallelEnv": "hf_ext.marl.mafe.env_base",
+        "LoanConfig": "hf_ext.marl.mafe.config",
+        "HealthcareConfig": "hf_ext.marl.mafe.config",
+        "EducationConfig": "hf_ext.marl.mafe.config",
         "FMACEM": "hf_ext.marl.mafe.fmacem",
+        "ProfitGreedy": "hf_ext.marl.mafe.policies",
+        "FixedIntervention": "hf_ext.marl.mafe.policies",
+        "GapTriggeredIntervention": "hf_ext.marl.mafe.policies",
+        "RandomPolicy": "hf_ext.marl.mafe.policies",
         "ScalarizeFairness": "hf_ext.marl.mafe.wrappers",
         "FairnessConstraint": "hf_ext.marl.mafe.wrappers",
         "ComponentLogger": "hf_ext.marl.mafe.wrappers",
@@ -32,7 +40,8 @@ METHOD = MethodInfo(
     tour="hf_ext.marl.mafe.bench:tour",
     citation=(
         "@inproceedings{lazri2026mafe,\n"
-        "  title={MAFE: Enabling Equitable Algorithm Design in Multi-Agent Multi-Stage Decision-Making Systems},\n"
+        "  title={MAFE: Enabling Equitable Algorithm Design in Multi-Agent Multi-Stage\n"
+        "         Decision-Making Systems},\n"
         "  author={Lazri, Zachary McBride and Nakra, Anirudh and Brugere, Ivan and Dervovic, Danial and\n"
         "          Polychroniadou, Antigoni and Huang, Furong and Dachman-Soled, Dana and Wu, Min},\n"
         "  booktitle={International Conference on Machine Learning (ICML)},\n"
@@ -42,7 +51,8 @@ METHOD = MethodInfo(
         "}"
     ),
     reconstructed=(
-        "all environment dynamics, constants and initial distributions (MAFE-style, not the paper's appendix)",
+        "all environment dynamics, constants and initial distributions "
+        "(MAFE-style, not the paper's appendix)",
         "agent names, observation layout and action spaces",
         "fairness component keys and the empty-group convention",
         "intervention mechanisms and a regulator_0 agent that sets their intensity in every environment",

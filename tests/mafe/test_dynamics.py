@@ -156,12 +156,18 @@ def test_myopic_values_shapes(mod):
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"groups": ("A",)}, ValueError, "at least 2 groups"),
-        ({"group_shares": (0.7, 0.7)}, ValueError, "`group_shares`"),
-        ({"group_shares": (1.5, -0.5)}, ValueError, "`group_shares`"),
-        ({"intervention": "bogus"}, ValueError, r"unknown `intervention` 'bogus'; valid: \[None, 'subsidy'"),
+        ({"groups": ("A",)}, ValueError, "`groups` must be a list of at least 2 item"),
+        ({"groups": ("A", "A")}, ValueError, "`groups` must have distinct names"),
+        ({"group_shares": (0.7, 0.7)}, ValueError, "`group_shares` must sum to 1"),
+        ({"group_shares": (1.5, -0.5)}, ValueError, r"`group_shares\[1\]` must be a finite float >= 0"),
+        ({"intervention": "bogus"}, ValueError, r"`intervention` must be one of None, 'subsidy'"),
         ({"max_cycles": 0}, ValueError, "`max_cycles` must be an int >= 1, got 0"),
-        ({"n_per_step": 300, "population_size": 200}, ValueError, "`n_per_step` \\(300\\) must be <="),
+        ({"population_size": -5}, ValueError, "`population_size` must be an int >= 2, got -5"),
+        (
+            {"n_per_step": 300, "population_size": 200},
+            ValueError,
+            r"`n_per_step` must be an int in \[1, 200\]",
+        ),
         ({"n_banks": 0}, ValueError, "`n_banks` must be an int >= 1, got 0"),
         ({"render_mode": "rgb_array"}, ValueError, "`render_mode`"),
     ],
@@ -174,7 +180,7 @@ def test_bad_constructor_inputs(kwargs, error, match):
 def test_bad_other_env_inputs():
     with pytest.raises(ValueError, match="`n_hospitals` must be an int >= 1"):
         healthcare_mafe_v0.parallel_env(n_hospitals=0)
-    with pytest.raises(ValueError, match="valid: \\[None, 'tutoring_subsidy'"):
+    with pytest.raises(ValueError, match="`intervention` must be one of None, 'tutoring_subsidy'"):
         education_mafe_v0.parallel_env(intervention="subsidy")
     with pytest.raises(TypeError, match="`config` must be a EducationConfig"):
         education_mafe_v0.parallel_env(config=object())
@@ -207,9 +213,13 @@ def test_bad_step_inputs():
 def test_config_validation():
     from hf_ext.marl.mafe.config import LoanConfig
 
-    with pytest.raises(ValueError, match="`init_level_probs` must be 2x7"):
-        loan_mafe_v0.parallel_env(config=LoanConfig(init_level_probs=((1.0,), (1.0,))))
+    with pytest.raises(ValueError, match=r"`init_level_probs\[0\]` must be a list of length 7"):
+        LoanConfig(init_level_probs=((1.0,), (1.0,)))
+    with pytest.raises(ValueError, match="`init_level_probs` must be 3x7"):
+        loan_mafe_v0.parallel_env(
+            groups=("A", "B", "C"), config=LoanConfig(init_level_probs=((1.0,) + (0.0,) * 6,) * 2)
+        )
     with pytest.raises(ValueError, match="`num_levels` must be an int >= 2"):
         LoanConfig(num_levels=1)
-    with pytest.raises(ValueError, match="`disadvantaged` must be in"):
+    with pytest.raises(ValueError, match=r"`disadvantaged` must be an int in \[0, 1\], got 5"):
         loan_mafe_v0.parallel_env(config=LoanConfig(disadvantaged=5))

@@ -37,14 +37,8 @@ from pettingzoo.utils import parallel_to_aec
 
 from hf_ext._registry import paper
 from hf_ext.marl.mafe.config import EducationConfig
-from hf_ext.marl.mafe.core import (
-    INTENSITIES,
-    REGULATOR,
-    MAFEParallelEnv,
-    StepOutcome,
-    apply_quota,
-    select_by_capacity,
-)
+from hf_ext.marl.mafe.core import INTENSITIES, REGULATOR, StepOutcome, apply_quota, select_by_capacity
+from hf_ext.marl.mafe.env_base import MAFEParallelEnv
 
 __all__ = ["EducationMAFE", "env", "parallel_env", "raw_env"]
 
@@ -73,7 +67,8 @@ class EducationMAFE(MAFEParallelEnv):
         >>> obs, infos = env.reset(seed=0)
         >>> env.agents
         ['school_0', 'university_0', 'employer_0', 'regulator_0']
-        >>> obs, rew, term, trunc, infos = env.step({"school_0": 2, "university_0": 3, "employer_0": 3, "regulator_0": 4})
+        >>> actions = {"school_0": 2, "university_0": 3, "employer_0": 3, "regulator_0": 4}
+        >>> obs, rew, term, trunc, infos = env.step(actions)
         >>> sorted(infos["employer_0"]["reward_components"])
         ['productivity', 'wages']
     """
@@ -176,7 +171,7 @@ class EducationMAFE(MAFEParallelEnv):
         return self._last_feats[agent]
 
     def _myopic_values(self, obs: np.ndarray, agent: str) -> np.ndarray:
-        """Expected one-step value per action from the observed histograms (capacity and noise-free tutoring)."""
+        """Expected one-step value per action from the observed histograms (no capacity, exact tutoring)."""
         c, k = self.config, self.num_levels
         d = self.decode_obs(obs)
         hist = d["hist"] * self.group_shares[:, None]

@@ -34,8 +34,10 @@ from gymnasium import spaces
 from pettingzoo.utils import parallel_to_aec
 
 from hf_ext._registry import paper
+from hf_ext._validation import check_int
 from hf_ext.marl.mafe.config import HealthcareConfig
-from hf_ext.marl.mafe.core import REGULATOR, MAFEParallelEnv, StepOutcome, select_by_capacity
+from hf_ext.marl.mafe.core import REGULATOR, StepOutcome, select_by_capacity
+from hf_ext.marl.mafe.env_base import MAFEParallelEnv
 
 __all__ = ["HealthcareMAFE", "env", "parallel_env", "raw_env"]
 
@@ -72,8 +74,7 @@ class HealthcareMAFE(MAFEParallelEnv):
     def __init__(
         self, n_hospitals: int = 1, *, config: HealthcareConfig | None = None, **kwargs: Any
     ) -> None:
-        if not isinstance(n_hospitals, int | np.integer) or isinstance(n_hospitals, bool) or n_hospitals < 1:
-            raise ValueError(f"`n_hospitals` must be an int >= 1, got {n_hospitals!r}.")
+        n_hospitals = check_int("n_hospitals", n_hospitals, low=1)
         self.n_hospitals = int(n_hospitals)
         self.hospitals = [f"hospital_{i}" for i in range(self.n_hospitals)]
         super().__init__(config=config, **kwargs)

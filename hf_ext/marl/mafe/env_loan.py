@@ -32,8 +32,10 @@ from gymnasium import spaces
 from pettingzoo.utils import parallel_to_aec
 
 from hf_ext._registry import paper
+from hf_ext._validation import check_int
 from hf_ext.marl.mafe.config import LoanConfig
-from hf_ext.marl.mafe.core import REGULATOR, MAFEParallelEnv, StepOutcome, apply_quota
+from hf_ext.marl.mafe.core import REGULATOR, StepOutcome, apply_quota
+from hf_ext.marl.mafe.env_base import MAFEParallelEnv
 
 __all__ = ["LoanMAFE", "env", "parallel_env", "raw_env"]
 
@@ -44,7 +46,8 @@ class LoanMAFE(MAFEParallelEnv):
     Args:
         n_banks: Number of bank agents ``bank_0..bank_{n_banks-1}`` (>= 1).
         config: :class:`~hf_ext.marl.mafe.config.LoanConfig` constants.
-        **kwargs: The options of :class:`~hf_ext.marl.mafe.core.MAFEParallelEnv`: ``groups``, ``group_shares``,
+        **kwargs: The options of :class:`~hf_ext.marl.mafe.env_base.MAFEParallelEnv`: ``groups``,
+            ``group_shares``,
             ``population_size``, ``n_per_step``, ``max_cycles``, ``intervention`` (``None``, ``"subsidy"``,
             ``"quota"``, ``"score_boost"``), ``group_thresholds``, ``render_mode``.
 
@@ -68,8 +71,7 @@ class LoanMAFE(MAFEParallelEnv):
     _paper = paper("mafe")
 
     def __init__(self, n_banks: int = 2, *, config: LoanConfig | None = None, **kwargs: Any) -> None:
-        if not isinstance(n_banks, int | np.integer) or isinstance(n_banks, bool) or n_banks < 1:
-            raise ValueError(f"`n_banks` must be an int >= 1, got {n_banks!r}.")
+        n_banks = check_int("n_banks", n_banks, low=1)
         self.n_banks = int(n_banks)
         self.banks = [f"bank_{i}" for i in range(self.n_banks)]
         super().__init__(config=config, **kwargs)

@@ -4,9 +4,10 @@
 penalties" in a cooperative (team) objective. **[reconstructed]** everything concrete below: the policy
 classes, the noisy-CEM schedule (Szita & Lorincz 2006), common random numbers, and the objective's scaling.
 
-Objective of a joint candidate ``theta`` (per-step average, so ``alpha``/``beta`` do not scale with the horizon)::
+Objective of a joint candidate ``theta`` (per-step average, so ``alpha``/``beta`` do not scale with the
+horizon)::
 
-    J(theta) = 1/E sum_e [ 1/T sum_t ( sum_n sum_k w_k c^R_{n,k,t} + alpha * sum_j rate_{j,t} ) - beta * pen_e ]
+    J(theta) = 1/E sum_e [1/T sum_t (sum_n sum_k w_k c^R_{n,k,t} + alpha * sum_j rate_{j,t}) - beta * pen_e]
 
 with ``pen_e`` = the mean over steps (``penalty_reduce="mean"``) or the final value (``"final"``) of the
 summed penalty keys. Global fairness components are identical for every agent and are counted once (summing

@@ -43,11 +43,13 @@ class ScalarizeFairness(BaseParallelWrapper):
             fairness terms of its own ``fairness_components``.
 
     Raises:
-        KeyError: at the first step, when a key is absent from the fairness components (the message lists them).
+        KeyError: at the first step, when a key is absent from the fairness components (the message lists
+            them).
 
     Examples:
         >>> from hf_ext.marl import loan_mafe_v0
-        >>> env = ScalarizeFairness(loan_mafe_v0.parallel_env(max_cycles=2), beta=5.0, penalty_keys=("dp_gap",))
+        >>> base = loan_mafe_v0.parallel_env(max_cycles=2)
+        >>> env = ScalarizeFairness(base, beta=5.0, penalty_keys=("dp_gap",))
         >>> _ = env.reset(seed=0)
         >>> _, rew, *_ = env.step({"bank_0": 3, "bank_1": 3, "regulator_0": 0})
         >>> isinstance(rew["bank_0"], float)
@@ -98,7 +100,8 @@ class ScalarizeFairness(BaseParallelWrapper):
 
 
 class FairnessConstraint(BaseParallelWrapper):
-    """Add ``infos[agent]["cost"] = sum_m max(0, c_m - limit_m)`` over the fairness ``limits``; rewards unchanged.
+    """Add ``infos[agent]["cost"] = sum_m max(0, c_m - limit_m)`` over the fairness ``limits``; rewards
+    unchanged.
 
     For constrained (Lagrangian, CMDP) learners.
 
