@@ -12,13 +12,18 @@ METHOD = MethodInfo(
         "DemHECConfig": "hf_ext.timm.dem_hec.config",
         "DemHECTask": "hf_ext.timm.dem_hec.task",
         "entropy_pgd": "hf_ext.timm.dem_hec.core",
+        "CORRUPTIONS": "hf_ext.timm.corruptions",
         "corrupt": "hf_ext.timm.corruptions",
         "CorruptionTransform": "hf_ext.timm.corruptions",
         "CorruptedDataset": "hf_ext.timm.corruptions",
         "evaluate_corruptions": "hf_ext.timm.robust_eval",
-        "feature_entropy_profile": "hf_ext.timm.robust_eval",
+        "feature_entropy_profile": "hf_ext.timm.dem_hec.observation",
         "MeanCorruptionError": "hf_ext.metrics.corruption",
-        "mean_corruption_error": "hf_ext.metrics.functional.mean_corruption_error",
+        "mean_corruption_error": "hf_ext.metrics.functional.corruption",
+    },
+    moved={
+        "hf_ext.metrics.functional.mean_corruption_error": "hf_ext.metrics.functional.corruption",
+        "hf_ext.timm.dem_hec.recipes": "hf_ext.timm.dem_hec._bench_recipes",
     },
     bench="hf_ext.timm.dem_hec.bench:run",
     tour="hf_ext.timm.dem_hec.bench:tour",
@@ -29,7 +34,8 @@ METHOD = MethodInfo(
   note      = {OpenReview CVqYCYpq75; title, authors and venue unconfirmed}
 }""",
     reconstructed=(
-        "high-entropy objective (normalised prediction + token feature entropy, sign ascent in an L-inf ball)",
+        "high-entropy objective (normalised prediction + token feature entropy, sign ascent in an L-inf "
+        "ball)",
         "loss forms and weights (InfoNCE alignment, KD from a deep-copied snapshot)",
         "defaults (eps, steps, weights, temperatures)",
         "the corruption suite (ImageNet-C formulas, resolution-scaled; some approximations)",

@@ -9,7 +9,7 @@ import torch
 from torchmetrics import Metric
 
 from hf_ext._registry import paper
-from hf_ext.metrics.functional.mean_corruption_error import (
+from hf_ext.metrics.functional.corruption import (
     ALEXNET_CE,
     _mean_corruption_error_compute,
     _mean_corruption_error_update,
@@ -19,7 +19,8 @@ from hf_ext.metrics.functional.mean_corruption_error import (
 class MeanCorruptionError(Metric):
     """Top-1 accuracy per (corruption, severity) and on clean data, reduced to mCE against a reference.
 
-    [reconstructed] ImageNet-C's mCE and relative mCE (see :func:`~hf_ext.metrics.functional.mean_corruption_error`);
+    [reconstructed] ImageNet-C's mCE and relative mCE (see
+    :func:`~hf_ext.metrics.functional.corruption.mean_corruption_error`);
     the Dem-HEC paper's exact metric is unconfirmed.
 
     As input to ``forward`` and ``update``:
@@ -35,8 +36,8 @@ class MeanCorruptionError(Metric):
     Args:
         corruptions: corruption names, in table order.
         severities: severities tracked, *optional*, defaults to ``(1, 2, 3, 4, 5)``.
-        reference: ``"alexnet"`` (ImageNet-C constants; canonical names only, meaningful on real ImageNet-C), a
-            ``(C, S)`` error tensor of a reference model on the same suite, or ``None`` (no mCE).
+        reference: ``"alexnet"`` (ImageNet-C constants; canonical names only, meaningful on real ImageNet-C),
+            a ``(C, S)`` error tensor of a reference model on the same suite, or ``None`` (no mCE).
         reference_clean_error: clean error of the reference, for the relative mCE.
 
     Examples:
@@ -54,6 +55,10 @@ class MeanCorruptionError(Metric):
     full_state_update = False
     plot_lower_bound = 0.0
     _paper = paper("dem_hec")
+    correct: torch.Tensor
+    total: torch.Tensor
+    clean_correct: torch.Tensor
+    clean_total: torch.Tensor
 
     def __init__(
         self,
@@ -120,7 +125,7 @@ class MeanCorruptionError(Metric):
         self.total[i, j] += total
 
     def compute(self) -> dict[str, torch.Tensor]:
-        if (self.total == 0).any() or self.clean_total == 0:
+        if bool((self.total == 0).any()) or int(self.clean_total) == 0:
             raise RuntimeError(
                 "every (corruption, severity) cell and the clean set need at least one update."
             )

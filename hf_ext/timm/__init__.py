@@ -1,20 +1,9 @@
-"""timm components: the Dem-HEC training task, the corruption suite and robustness evaluation.
+"""timm components: the Dem-HEC training task, the ImageNet-C-style corruption suite and robustness
+evaluation.
 
-Importing this package imports timm.
+Names resolve lazily from the method registry, so importing this package imports neither torch nor timm.
 """
 
-from hf_ext.timm.corruptions import CORRUPTIONS, CorruptedDataset, CorruptionTransform, corrupt
-from hf_ext.timm.dem_hec import DemHECConfig, DemHECTask, entropy_pgd
-from hf_ext.timm.robust_eval import evaluate_corruptions, feature_entropy_profile
+from hf_ext._lazy import lazy_package
 
-__all__ = [
-    "CORRUPTIONS",
-    "CorruptedDataset",
-    "CorruptionTransform",
-    "DemHECConfig",
-    "DemHECTask",
-    "corrupt",
-    "entropy_pgd",
-    "evaluate_corruptions",
-    "feature_entropy_profile",
-]
+__getattr__, __dir__ = lazy_package(__name__)

@@ -1,15 +1,16 @@
 """Natural-corruption suite in the style of ImageNet-C, in batched torch.
 
-Every corruption maps a float image batch ``(B, 3, H, W)`` in ``[0, 1]`` to a corrupted batch of the same shape,
-on the input's device, with randomness drawn only from an explicit ``torch.Generator``. Severities are 1-5.
+Every corruption maps a float image batch ``(B, 3, H, W)`` in ``[0, 1]`` to a corrupted batch of the same
+shape, on the input's device, with randomness drawn only from an explicit ``torch.Generator``. Severities are
+1-5.
 
 [reconstructed] The paper's corruption code is not public. Formulas and severity constants follow the public
 ImageNet-C definitions (Hendrycks & Dietterich, 2019) for 224-pixel images. Spatial constants (blur radii and
-sigmas, pixel displacements, zoom crops) are scaled by ``min(H, W) / 224`` so a severity means the same relative
-blur at any resolution; this scaling is an hf-ext decision. Functions tagged ``exact`` port the formula and
-constants; ``approx`` ones are approximations (vectorised glass shuffle, motion blur as a one-sided line kernel,
-procedural elastic/snow/frost without ImageNet-C's textures). Numbers from this suite are **not comparable**
-to published ImageNet-C results.
+sigmas, pixel displacements, zoom crops) are scaled by ``min(H, W) / 224`` so a severity means the same
+relative blur at any resolution; this scaling is an hf-ext decision. Functions tagged ``exact`` port the
+formula and constants; ``approx`` ones are approximations (vectorised glass shuffle, motion blur as a
+one-sided line kernel, procedural elastic/snow/frost without ImageNet-C's textures). Numbers from this suite
+are **not comparable** to published ImageNet-C results.
 """
 
 from __future__ import annotations
@@ -27,9 +28,22 @@ Tensor = torch.Tensor
 REFERENCE_SIZE = 224
 
 IMAGENET_C = (
-    "gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur", "glass_blur", "motion_blur", "zoom_blur",
-    "snow", "frost", "fog", "brightness", "contrast", "elastic_transform", "pixelate", "jpeg_compression",
-)  # fmt: skip
+    "gaussian_noise",
+    "shot_noise",
+    "impulse_noise",
+    "defocus_blur",
+    "glass_blur",
+    "motion_blur",
+    "zoom_blur",
+    "snow",
+    "frost",
+    "fog",
+    "brightness",
+    "contrast",
+    "elastic_transform",
+    "pixelate",
+    "jpeg_compression",
+)
 HELD_OUT = ("speckle_noise", "gaussian_blur", "saturate")
 FAMILIES = {
     "noise": ("gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise"),
@@ -41,7 +55,7 @@ FAMILIES = {
 
 @dataclass(frozen=True)
 class Corruption:
-    """One registered corruption: ``fn(x, severity, generator) -> x``, whether it is ``exact`` or ``approx``."""
+    """One registered corruption: ``fn(x, severity, generator) -> x``, tagged ``exact`` or not."""
 
     name: str
     fn: Callable[[Tensor, int, torch.Generator], Tensor]
@@ -80,6 +94,22 @@ def corrupt(x: Tensor, name: str, severity: int, generator: torch.Generator | No
     if generator is None:
         generator = torch.Generator(device=x.device).manual_seed(0)
     return CORRUPTIONS[name].fn(x.clamp(0, 1), severity, generator).clamp(0, 1)
+
+
+def corruption_names(corruptions: str | Sequence[str]) -> list[str]:
+    """``"imagenet_c"`` (the 15 canonical corruptions), one name or a list of names, as a checked list.
+
+    Raises:
+        KeyError: an unknown name (the message lists the valid names).
+    """
+    if corruptions == "imagenet_c":
+        names = list(IMAGENET_C)
+    else:
+        names = [corruptions] if isinstance(corruptions, str) else list(corruptions)
+    unknown = [n for n in names if n not in CORRUPTIONS]
+    if unknown:
+        raise KeyError(f"unknown corruptions {unknown}; valid names: {', '.join(CORRUPTIONS)}")
+    return names
 
 
 # ---- helpers -------------------------------------------------------------------------------------------
@@ -139,11 +169,11 @@ def _shift(x: Tensor, dy: int, dx: int) -> Tensor:
 
 
 def _motion_blur(x: Tensor, radius: float, sigma: float, angle_deg: Tensor) -> Tensor:
-    """One-sided line blur: a half-Gaussian (``sigma``) over ``2 * radius + 1`` taps along ``angle_deg`` per image."""
+    """One-sided line blur: a half-Gaussian (``sigma``) over ``2 * radius + 1`` taps along ``angle_deg``."""
     width = 2 * max(1, round(radius)) + 1
     t = torch.arange(width, dtype=torch.float64)
-    kernel = torch.exp(-(t**2) / (2 * max(sigma, 1e-6) ** 2))
-    kernel = (kernel / kernel.sum()).tolist()
+    taps = torch.exp(-(t**2) / (2 * max(sigma, 1e-6) ** 2))
+    kernel = (taps / taps.sum()).tolist()
     out = torch.zeros_like(x)
     for i, image in enumerate(x):
         a = math.radians(float(angle_deg[i]))
@@ -247,7 +277,7 @@ def shot_noise(x: Tensor, severity: int, g: torch.Generator) -> Tensor:
 
 @_register(exact=True)
 def impulse_noise(x: Tensor, severity: int, g: torch.Generator) -> Tensor:
-    """ImageNet-C (salt and pepper): each element replaced with probability .03/.06/.09/.17/.27, half 1, half 0."""
+    """ImageNet-C salt and pepper: each element set to 0 or 1 (half each) w.p. .03/.06/.09/.17/.27."""
     amount = (0.03, 0.06, 0.09, 0.17, 0.27)[severity - 1]
     u, salt = _rand(x, g), _rand(x, g) < 0.5
     return torch.where(u < amount, salt.to(x.dtype), x)
@@ -263,17 +293,18 @@ def speckle_noise(x: Tensor, severity: int, g: torch.Generator) -> Tensor:
 
 
 def disk_kernel(radius: float, alias_blur: float) -> Tensor:
-    """ImageNet-C defocus kernel: a normalised disk of ``radius`` px smoothed by a 3x3 (5x5 if radius > 8) Gaussian."""
+    """ImageNet-C defocus kernel: a normalised disk of ``radius`` px smoothed by a small Gaussian."""
     support = max(8, math.ceil(radius)) if radius > 8 else 8
     t = torch.arange(-support, support + 1, dtype=torch.float64)
     yy, xx = torch.meshgrid(t, t, indexing="ij")
     disk = ((xx**2 + yy**2) <= radius**2).double()
     disk /= disk.sum()
     ksize = 3 if radius <= 8 else 5
-    k1 = torch.exp(-((torch.arange(ksize) - ksize // 2).double() ** 2) / (2 * max(alias_blur, 1e-6) ** 2))
-    k1 /= k1.sum()
+    taps = torch.exp(-((torch.arange(ksize) - ksize // 2).double() ** 2) / (2 * max(alias_blur, 1e-6) ** 2))
+    taps /= taps.sum()
     disk = F.conv2d(
-        F.pad(disk[None, None], (ksize // 2,) * 4, mode="reflect"), (k1[:, None] * k1[None, :])[None, None]
+        F.pad(disk[None, None], (ksize // 2,) * 4, mode="reflect"),
+        (taps[:, None] * taps[None, :])[None, None],
     )
     return disk[0, 0].float()
 
@@ -294,8 +325,8 @@ def gaussian_blur(x: Tensor, severity: int, g: torch.Generator) -> Tensor:
 @_register(exact=False)
 def glass_blur(x: Tensor, severity: int, g: torch.Generator) -> Tensor:
     """ImageNet-C glass blur, approximated: Gaussian (sigma), then ``iterations`` rounds of random local pixel
-    displacement up to ``max_delta`` px (a vectorised gather instead of sequential swaps), then Gaussian again.
-    (sigma, max_delta, iterations) = (.7,1,2)/(.9,2,1)/(1,2,3)/(1.1,3,2)/(1.5,4,2)."""
+    displacement up to ``max_delta`` px (a vectorised gather instead of sequential swaps), then Gaussian
+    again. (sigma, max_delta, iterations) = (.7,1,2)/(.9,2,1)/(1,2,3)/(1.1,3,2)/(1.5,4,2)."""
     sigma, delta, iterations = ((0.7, 1, 2), (0.9, 2, 1), (1, 2, 3), (1.1, 3, 2), (1.5, 4, 2))[severity - 1]
     s = _scale(x)
     delta = max(1, round(delta * s))
@@ -314,7 +345,8 @@ def glass_blur(x: Tensor, severity: int, g: torch.Generator) -> Tensor:
 @_register(exact=False)
 def motion_blur(x: Tensor, severity: int, g: torch.Generator) -> Tensor:
     """ImageNet-C motion blur as a one-sided Gaussian line kernel (imagecorruptions' numpy form, not Wand's):
-    (radius, sigma) = (10,3)/(15,5)/(15,8)/(15,12)/(20,15) px, scaled; angle uniform in [-45, 45] deg per image."""
+    (radius, sigma) = (10,3)/(15,5)/(15,8)/(15,12)/(20,15) px, scaled; angle uniform in [-45, 45] deg per
+    image."""
     radius, sigma = ((10, 3), (15, 5), (15, 8), (15, 12), (20, 15))[severity - 1]
     angle = (torch.rand(x.shape[0], generator=g, device=g.device) * 90 - 45).cpu()
     s = _scale(x)
@@ -323,8 +355,8 @@ def motion_blur(x: Tensor, severity: int, g: torch.Generator) -> Tensor:
 
 @_register(exact=True)
 def zoom_blur(x: Tensor, severity: int, g: torch.Generator) -> Tensor:
-    """ImageNet-C: mean of the input and centre zooms 1..1.11 step .01 / ..1.16 .01 / ..1.21 .02 / ..1.26 .02 /
-    ..1.31 .03 (zoom factors are resolution free)."""
+    """ImageNet-C: mean of the input and centre zooms 1..1.11 step .01 / ..1.16 .01 / ..1.21 .02 / ..1.26 .02
+    / ..1.31 .03 (zoom factors are resolution free)."""
     stop, step = ((1.11, 0.01), (1.16, 0.01), (1.21, 0.02), (1.26, 0.02), (1.31, 0.03))[severity - 1]
     factors = torch.arange(1.0, stop - 1e-9, step).tolist()
     out = x.clone()
@@ -338,8 +370,8 @@ def zoom_blur(x: Tensor, severity: int, g: torch.Generator) -> Tensor:
 
 @_register(exact=False)
 def snow(x: Tensor, severity: int, g: torch.Generator) -> Tensor:
-    """ImageNet-C snow, approximated: a thresholded, zoomed Gaussian snow layer, motion-blurred along an angle in
-    [-135, -45] deg, added with its 180-degree rotation to a brightened image. Constants as ImageNet-C."""
+    """ImageNet-C snow, approximated: a thresholded, zoomed Gaussian snow layer, motion-blurred along an angle
+    in [-135, -45] deg, added with its 180-degree rotation to a brightened image. Constants as ImageNet-C."""
     loc, scale, zoom, thresh, radius, sigma, mix = (
         (0.1, 0.3, 3, 0.5, 10, 4, 0.8),
         (0.2, 0.3, 2, 0.5, 12, 4, 0.7),
@@ -362,8 +394,8 @@ def snow(x: Tensor, severity: int, g: torch.Generator) -> Tensor:
 @_register(exact=False)
 def frost(x: Tensor, severity: int, g: torch.Generator) -> Tensor:
     """ImageNet-C frost, approximated: ImageNet-C blends ``c0 * x + c1 * frost_photo`` with (c0, c1) =
-    (1,.4)/(.8,.6)/(.7,.7)/(.65,.7)/(.6,.75); the frost photographs are not shipped, so the texture is a procedural
-    ice pattern (a sharpened plasma fractal, bluish white) with the same blend."""
+    (1,.4)/(.8,.6)/(.7,.7)/(.65,.7)/(.6,.75); the frost photographs are not shipped, so the texture is a
+    procedural ice pattern (a sharpened plasma fractal, bluish white) with the same blend."""
     c0, c1 = ((1, 0.4), (0.8, 0.6), (0.7, 0.7), (0.65, 0.7), (0.6, 0.75))[severity - 1]
     base = _plasma_batch(x, 1.6, g)
     crystals = (base - _gaussian_filter(base, 2.0 * max(_scale(x), 0.25))).abs()
@@ -410,9 +442,9 @@ def contrast(x: Tensor, severity: int, g: torch.Generator) -> Tensor:
 
 @_register(exact=False)
 def elastic_transform(x: Tensor, severity: int, g: torch.Generator) -> Tensor:
-    """ImageNet-C elastic transform, approximated: a smooth random displacement field (uniform noise on a coarse
-    grid of spacing ``sigma``, bicubically upsampled) of amplitude ``alpha`` plus a random affine jitter of
-    ``affine`` px; (alpha, sigma, affine) relative to the image size follow ImageNet-C's
+    """ImageNet-C elastic transform, approximated: a smooth random displacement field (uniform noise on a
+    coarse grid of spacing ``sigma``, bicubically upsampled) of amplitude ``alpha`` plus a random affine
+    jitter of ``affine`` px; (alpha, sigma, affine) relative to the image size follow ImageNet-C's
     (2,.7,.1)/(2,.08,.2)/(.05,.01,.02)/(.07,.01,.02)/(.12,.01,.02)."""
     alpha, sigma, affine = (
         (2, 0.7, 0.1),
@@ -426,7 +458,8 @@ def elastic_transform(x: Tensor, severity: int, g: torch.Generator) -> Tensor:
     cells = max(2, round(1 / sigma))
     coarse = _rand(x, g, (b, 2, cells, cells)) * 2 - 1
     field = F.interpolate(coarse, size=(h, w), mode="bicubic", align_corners=True)
-    # a uniform field smoothed by a Gaussian of std sigma*size has amplitude ~ 1/(sigma*size); ImageNet-C scales by alpha*size
+    # a uniform field smoothed by a Gaussian of std sigma*size has amplitude ~ 1/(sigma*size);
+    # ImageNet-C scales by alpha*size
     field = field * alpha / max(sigma * size, 1.0) * 2
     jitter = (_rand(x, g, (b, 2, 1, 1)) * 2 - 1) * affine * 2
     field = field + jitter
@@ -491,10 +524,10 @@ class CorruptionTransform(torch.nn.Module):
 
 
 class CorruptedDataset(torch.utils.data.Dataset):
-    """Wrap a dataset of ``(image[3, H, W] in [0, 1], label)`` pairs so item ``i`` is corrupted deterministically.
+    """A dataset of ``(image[3, H, W] in [0, 1], label)`` pairs with item ``i`` corrupted deterministically.
 
-    The corruption of item ``i`` uses a generator seeded with ``seed + i``, so it does not depend on the order in
-    which a ``DataLoader`` reads items.
+    The corruption of item ``i`` uses a generator seeded with ``seed + i``, so it does not depend on the order
+    in which a ``DataLoader`` reads items.
     """
 
     _paper = paper("dem_hec")

@@ -49,8 +49,9 @@ def test_entropy_pgd_stays_in_ball_and_leaves_model_untouched(norm, eps):
     bn = next(m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d))
     stats = bn.running_mean.clone()
     x = torch.rand(4, 3, 32, 32)
-    x_he = entropy_pgd(model, x, eps=eps, steps=2, step_size=eps / 2, norm=norm,
-                       generator=torch.Generator().manual_seed(0))  # fmt: skip
+    x_he = entropy_pgd(
+        model, x, eps=eps, steps=2, step_size=eps / 2, norm=norm, generator=torch.Generator().manual_seed(0)
+    )
     delta = (x_he - x).flatten(1)
     if norm == "linf":
         assert delta.abs().max() <= eps + 1e-6
@@ -63,7 +64,8 @@ def test_entropy_pgd_stays_in_ball_and_leaves_model_untouched(norm, eps):
 
 
 def test_entropy_ascent_increases_objective():
-    from hf_ext.timm.dem_hec.core import entropy_pgd, eval_mode, high_entropy_objective
+    from hf_ext.timm._modes import eval_mode
+    from hf_ext.timm.dem_hec.core import entropy_pgd, high_entropy_objective
 
     model = _toy_model()
     x = torch.rand(8, 3, 32, 32)

@@ -15,8 +15,14 @@ def _photo(size=64):
     from skimage import data
 
     imgs = [data.astronaut(), data.coffee()]
-    return torch.stack([F.interpolate(torch.tensor(i).permute(2, 0, 1)[None].float() / 255, size=(size, size),
-                                      mode="area")[0] for i in imgs])  # fmt: skip
+    return torch.stack(
+        [
+            F.interpolate(
+                torch.tensor(i).permute(2, 0, 1)[None].float() / 255, size=(size, size), mode="area"
+            )[0]
+            for i in imgs
+        ]
+    )
 
 
 def test_every_corruption_keeps_shape_range_and_is_seeded():
@@ -67,9 +73,22 @@ def test_identity_parameters_return_the_input():
     torch.testing.assert_close(C._shift(x, 0, 0), x)
 
 
-@pytest.mark.parametrize("name", ["gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise", "defocus_blur",
-                                  "gaussian_blur", "motion_blur", "zoom_blur", "brightness", "contrast",
-                                  "jpeg_compression"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gaussian_noise",
+        "shot_noise",
+        "impulse_noise",
+        "speckle_noise",
+        "defocus_blur",
+        "gaussian_blur",
+        "motion_blur",
+        "zoom_blur",
+        "brightness",
+        "contrast",
+        "jpeg_compression",
+    ],
+)
 def test_damage_grows_with_severity(name):
     from hf_ext.timm.corruptions import corrupt
 

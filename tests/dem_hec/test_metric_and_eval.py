@@ -1,4 +1,5 @@
-"""mCE: functional and Metric against references, torchmetrics conformance; robustness evaluation end to end."""
+"""mCE: functional and Metric against references, torchmetrics conformance; robustness evaluation end to
+end."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ pytestmark = requires("timm", "metrics")
 
 
 def test_alexnet_errors_give_100_and_half_gives_50():
-    from hf_ext.metrics.functional.mean_corruption_error import ALEXNET_CE, mean_corruption_error
+    from hf_ext.metrics.functional.corruption import ALEXNET_CE, mean_corruption_error
 
     ref = torch.tensor(list(ALEXNET_CE.values()), dtype=torch.float64)
     err = ref[:, None].expand(-1, 5)
@@ -25,7 +26,7 @@ def test_alexnet_errors_give_100_and_half_gives_50():
 
 
 def test_relative_mce_matches_numpy():
-    from hf_ext.metrics.functional.mean_corruption_error import mean_corruption_error
+    from hf_ext.metrics.functional.corruption import mean_corruption_error
 
     rng = np.random.default_rng(0)
     e, r = rng.uniform(0.3, 0.9, (4, 5)), rng.uniform(0.3, 0.9, (4, 5))
@@ -49,8 +50,9 @@ def _fill(metric, seed, batches=4):
 def _metric():
     from hf_ext.metrics.corruption import MeanCorruptionError
 
-    return MeanCorruptionError(["gaussian_noise", "fog"], (1, 3), reference=torch.full((2, 2), 0.8),
-                               reference_clean_error=0.3)  # fmt: skip
+    return MeanCorruptionError(
+        ["gaussian_noise", "fog"], (1, 3), reference=torch.full((2, 2), 0.8), reference_clean_error=0.3
+    )
 
 
 def test_metric_batched_equals_one_shot_and_merges():
@@ -151,9 +153,9 @@ def test_feature_entropy_profile_rows():
 @pytest.mark.real
 @requires("real-models", "timm")
 def test_observation_on_real_efficientnet():
-    """The paper's observation on real weights (reduced panel of the bench's): mid-stage token entropy rises with
-    severity from clean on; prediction entropy rises across severities 1..5 and ends above clean (at severity 1 it
-    can dip below clean, as the full panel shows too)."""
+    """The paper's observation on real weights (reduced panel of the bench's): mid-stage token entropy rises
+    with severity from clean on; prediction entropy rises across severities 1..5 and ends above clean (at
+    severity 1 it can dip below clean, as the full panel shows too)."""
     from hf_ext.assets import efficientnet_lite0
     from hf_ext.timm import feature_entropy_profile
     from hf_ext.timm.dem_hec.bench import offline_photos

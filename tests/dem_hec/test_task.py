@@ -117,13 +117,16 @@ def test_normalized_input_space_matches_pixel_space():
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        ({"eps": 0}, r"`eps` must be > 0"),
-        ({"steps": -1}, r"`steps` must be an int >= 0"),
+        ({"eps": 0}, r"`eps` must be a finite float > 0, got 0"),
+        ({"steps": -1}, r"`steps` must be an int >= 0, got -1"),
         ({"steps": 0}, r"allow_random=True"),
-        ({"norm": "l1"}, r"`norm` must be one of"),
-        ({"objective": "kl"}, r"`objective` must be one of"),
-        ({"distill_temperature": 0}, r"`distill_temperature` must be > 0"),
-        ({"contrastive_weight": -1}, r"`contrastive_weight` must be >= 0"),
+        ({"step_size": -0.1}, r"`step_size` must be a finite float > 0, got -0.1"),
+        ({"norm": "l1"}, r"`norm` must be one of 'linf', 'l2', got 'l1'"),
+        ({"objective": "kl"}, r"`objective` must be one of 'entropy', 'ce', got 'kl'"),
+        ({"feature_entropy": "mean"}, r"`feature_entropy` must be one of 'token', 'pooled', None"),
+        ({"input_space": "rgb"}, r"`input_space` must be one of 'pixel', 'normalized'"),
+        ({"distill_temperature": 0}, r"`distill_temperature` must be a finite float > 0, got 0"),
+        ({"contrastive_weight": -1}, r"`contrastive_weight` must be a finite float >= 0, got -1"),
     ],
 )
 def test_bad_config(kwargs, match):
@@ -131,6 +134,8 @@ def test_bad_config(kwargs, match):
 
     with pytest.raises(ValueError, match=match):
         DemHECConfig(**kwargs)
+    with pytest.raises(TypeError, match="`steps` must be an int >= 0, got 2.5"):
+        DemHECConfig(steps=2.5)
 
 
 def test_bad_inputs():

@@ -4,7 +4,8 @@
 metric is unconfirmed. For corruption ``c``, severities ``s`` and top-1 error ``E``:
 
 * ``CE_c = sum_s E^f_{s,c} / sum_s E^ref_{s,c}`` and ``mCE = 100 * mean_c CE_c``;
-* ``rCE_c = sum_s (E^f_{s,c} - E^f_clean) / sum_s (E^ref_{s,c} - E^ref_clean)`` and ``rmCE = 100 * mean_c rCE_c``.
+* ``rCE_c = sum_s (E^f_{s,c} - E^f_clean) / sum_s (E^ref_{s,c} - E^ref_clean)`` and ``rmCE = 100 * mean_c
+  rCE_c``.
 """
 
 from __future__ import annotations
@@ -48,13 +49,15 @@ def _mean_corruption_error_update(preds: Tensor, target: Tensor) -> tuple[Tensor
     """
     if target.ndim != 1 or target.is_floating_point():
         raise ValueError(
-            f"`target` must be a 1-D integer tensor of class ids, got shape {tuple(target.shape)} {target.dtype}."
+            "`target` must be a 1-D integer tensor of class ids, "
+            f"got shape {tuple(target.shape)} {target.dtype}."
         )
     if preds.ndim == 2:
         preds = preds.argmax(-1)
     if preds.ndim != 1 or preds.shape[0] != target.shape[0]:
         raise ValueError(
-            f"`preds` must be (N,) ids or (N, C) scores matching `target` (N={target.shape[0]}), got {tuple(preds.shape)}."
+            f"`preds` must be (N,) ids or (N, C) scores matching `target` (N={target.shape[0]}), "
+            f"got {tuple(preds.shape)}."
         )
     return (preds == target).sum(), torch.tensor(target.shape[0], device=target.device)
 

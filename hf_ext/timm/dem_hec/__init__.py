@@ -1,7 +1,8 @@
-"""Dem-HEC: entropy-guided robust fine-tuning as a timm training task."""
+"""Dem-HEC: entropy-guided robust fine-tuning as a timm training task.
 
-from hf_ext.timm.dem_hec.config import DemHECConfig
-from hf_ext.timm.dem_hec.core import entropy_pgd
-from hf_ext.timm.dem_hec.task import DemHECTask
+Names resolve lazily from the method registry, so importing this package imports neither torch nor timm.
+"""
 
-__all__ = ["DemHECConfig", "DemHECTask", "entropy_pgd"]
+from hf_ext._lazy import lazy_package
+
+__getattr__, __dir__ = lazy_package(__name__)

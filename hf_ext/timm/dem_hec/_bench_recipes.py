@@ -1,13 +1,13 @@
-"""Minimal fine-tuning loops for the three recipes compared by the benchmark: plain, AugMix-style, Dem-HEC.
+"""Minimal fine-tuning loops for the recipes compared by ``hf-ext bench dem_hec``: plain, AugMix-style,
+Dem-HEC.
 
-Each loop trains a timm model in place from its current weights, with the same optimiser, schedule and data order
-for every recipe, and returns the wall-clock seconds per epoch. Inputs are pixel images in [0, 1].
+Each loop trains a timm model in place from its current weights, with the same optimiser, schedule and data
+order for every recipe, and returns the wall-clock seconds per epoch. Inputs are pixel images in [0, 1].
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import torch
@@ -15,6 +15,7 @@ from timm.loss import JsdCrossEntropy
 from timm.task import ClassificationTask
 from torch import nn
 
+from hf_ext.benchmarking import Timer
 from hf_ext.timm.dem_hec.config import DemHECConfig
 from hf_ext.timm.dem_hec.task import DemHECTask
 from hf_ext.timm.robust_eval import model_normalizer
@@ -95,7 +96,7 @@ def finetune(
             statistics of the new data would otherwise replace the ones the pretrained features rely on.
     """
     task = make_task(recipe, model, config)
-    params = [p for p in task.get_trainable_module().parameters() if p.requires_grad]
+    params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     steps_per_epoch = (len(images) + batch_size - 1) // batch_size
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps_per_epoch)
@@ -106,18 +107,18 @@ def finetune(
             if isinstance(module, nn.modules.batchnorm._BatchNorm):
                 module.eval()
     torch.manual_seed(seed)
-    start = time.perf_counter()
-    for epoch in range(epochs):
-        order = torch.randperm(len(images), generator=order_gen)
-        for i in range(steps_per_epoch):
-            idx = order[i * batch_size : (i + 1) * batch_size]
-            if len(idx) < 2:
-                continue
-            out = task(images[idx], labels[idx])
-            opt.zero_grad(set_to_none=True)
-            out["loss"].backward()
-            opt.step()
-            sched.step()
-        logger.info("%s epoch %d: loss %.4f", recipe, epoch, out["loss"].item())
+    with Timer() as timer:
+        for epoch in range(epochs):
+            order = torch.randperm(len(images), generator=order_gen)
+            for i in range(steps_per_epoch):
+                idx = order[i * batch_size : (i + 1) * batch_size]
+                if len(idx) < 2:
+                    continue
+                out = task(images[idx], labels[idx])
+                opt.zero_grad(set_to_none=True)
+                out["loss"].backward()
+                opt.step()
+                sched.step()
+            logger.info("%s epoch %d: loss %.4f", recipe, epoch, out["loss"].item())
     model.eval()
-    return (time.perf_counter() - start) / max(epochs, 1)
+    return timer.seconds / max(epochs, 1)

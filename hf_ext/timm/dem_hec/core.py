@@ -1,20 +1,22 @@
 """Dem-HEC math: normalised entropies, high-entropy sample generation and the loss terms.
 
 Shapes: images ``x`` are ``(B, 3, H, W)`` in pixel space [0, 1]; ``logits`` ``(B, K)``; feature maps
-``(B, C, h, w)``; embeddings ``(B, D)``. Every part below is [reconstructed] from the paper's abstract (the method
-section is not public): the ascent objective ``J = H_pred + beta * H_feat`` on normalised entropies, sign-gradient
-ascent inside an L-inf (or L2) ball, InfoNCE alignment and timm-style logit distillation.
+``(B, C, h, w)``; embeddings ``(B, D)``. Every part below is [reconstructed] from the paper's abstract (the
+method section is not public): the ascent objective ``J = H_pred + beta * H_feat`` on normalised entropies,
+sign-gradient ascent inside an L-inf (or L2) ball, InfoNCE alignment and timm-style logit distillation.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from hf_ext.timm._modes import eval_mode
 
 Tensor = torch.Tensor
 
@@ -28,9 +30,9 @@ def prediction_entropy(logits: Tensor) -> Tensor:
 def token_entropy(features: Tensor) -> Tensor:
     """Mean over positions of the normalised channel entropy of a feature map: ``(B,)`` in [0, 1].
 
-    Each position's channel vector is standardised (zero mean, unit std over channels), turned into a distribution
-    by a softmax over channels, and its entropy divided by ``log C``. ``features`` is ``(B, C, h, w)`` or
-    ``(B, C)``.
+    Each position's channel vector is standardised (zero mean, unit std over channels), turned into a
+    distribution by a softmax over channels, and its entropy divided by ``log C``. ``features`` is
+    ``(B, C, h, w)`` or ``(B, C)``.
     """
     f = features.float()
     if f.ndim == 2:
@@ -45,16 +47,17 @@ def pooled_entropy(embedding: Tensor) -> Tensor:
     return prediction_entropy(embedding)
 
 
-@contextmanager
-def eval_mode(module: nn.Module) -> Iterator[None]:
-    """Put every submodule in eval mode (BN running stats, no dropout) and restore each one's mode afterwards."""
-    modes = [(m, m.training) for m in module.modules()]
-    module.eval()
-    try:
-        yield
-    finally:
-        for m, training in modes:
-            m.training = training
+def timm_classifier(model: nn.Module) -> Any:
+    """``model``, checked for the timm classifier methods Dem-HEC calls (returned as ``Any``: ``nn.Module``
+    does not type timm's ``forward_*`` methods).
+
+    Raises:
+        TypeError: ``forward_intermediates`` or ``forward_head`` is missing.
+    """
+    for method in ("forward_intermediates", "forward_head"):
+        if not callable(getattr(model, method, None)):
+            raise TypeError(f"Dem-HEC needs a timm model with `{method}`; {type(model).__name__} has none.")
+    return model
 
 
 def forward_with_features(
@@ -65,16 +68,14 @@ def forward_with_features(
     Raises:
         TypeError: the model lacks ``forward_intermediates`` or ``forward_head``.
     """
-    for method in ("forward_intermediates", "forward_head"):
-        if not callable(getattr(model, method, None)):
-            raise TypeError(f"Dem-HEC needs a timm model with `{method}`; {type(model).__name__} has none.")
+    net = timm_classifier(model)
     if stage is None:
-        final, feats = model.forward_features(x), None
+        final, feats = net.forward_features(x), None
     else:
-        final, inter = model.forward_intermediates(x, indices=[stage])
+        final, inter = net.forward_intermediates(x, indices=[stage])
         feats = inter[0]
-    embedding = model.forward_head(final, pre_logits=True)
-    return model.forward_head(final), feats, embedding
+    embedding = net.forward_head(final, pre_logits=True)
+    return net.forward_head(final), feats, embedding
 
 
 def high_entropy_objective(
@@ -85,11 +86,12 @@ def high_entropy_objective(
     beta: float,
     stage: int,
 ) -> Tensor:
-    """``J(x) = H_pred(f(x)) + beta * H_feat``, per sample ``(B,)``; ``x`` is already normalised for the model."""
+    """``J(x) = H_pred(f(x)) + beta * H_feat``, per sample ``(B,)``; ``x`` is already normalised for the
+    model."""
     use_token = feature_entropy == "token" and beta > 0
     logits, feats, embedding = forward_with_features(model, x, stage if use_token else None)
     j = prediction_entropy(logits)
-    if beta > 0 and feature_entropy == "token":
+    if feats is not None:
         j = j + beta * token_entropy(feats)
     elif beta > 0 and feature_entropy == "pooled":
         j = j + beta * pooled_entropy(embedding)
@@ -114,10 +116,11 @@ def entropy_pgd(
 ) -> Tensor:
     """High-entropy samples inside the ``eps`` ball around ``x`` (pixel space), returned detached.
 
-    Starting from a uniform random point of the ball, ``steps`` ascent steps on ``J`` (``objective="entropy"``:
-    :func:`high_entropy_objective`; ``"ce"``: cross-entropy of ``target``, i.e. PGD) with sign steps and box
-    projection (``"linf"``) or normalised steps and ball projection (``"l2"``), then clipping to [0, 1]. The model
-    runs in eval mode and every submodule's mode is restored; gradients never reach model parameters.
+    Starting from a uniform random point of the ball, ``steps`` ascent steps on ``J``
+    (``objective="entropy"``: :func:`high_entropy_objective`; ``"ce"``: cross-entropy of ``target``, i.e. PGD)
+    with sign steps and box projection (``"linf"``) or normalised steps and ball projection (``"l2"``), then
+    clipping to [0, 1]. The model runs in eval mode and every submodule's mode is restored; gradients never
+    reach model parameters.
 
     Args:
         model: timm classifier (takes normalised inputs).
@@ -158,8 +161,8 @@ def entropy_pgd(
                 j = high_entropy_objective(
                     model, inputs, feature_entropy=feature_entropy, beta=beta, stage=stage
                 )
-            else:
-                j = F.cross_entropy(model(inputs), target, reduction="none")
+            else:  # "ce"; `target` is checked above
+                j = F.cross_entropy(model(inputs), cast(Tensor, target), reduction="none")
             (grad,) = torch.autograd.grad(j.sum(), delta)
             with torch.no_grad():
                 if norm == "linf":
@@ -177,8 +180,8 @@ def entropy_pgd(
 def info_nce(anchor: Tensor, positive: Tensor, temperature: float, symmetric: bool = False) -> Tensor:
     """InfoNCE with in-batch negatives: row ``i`` of ``anchor`` should match row ``i`` of ``positive``.
 
-    Both ``(B, D)`` embeddings are L2-normalised; logits ``anchor @ positive.T / temperature``; cross-entropy over
-    rows (and over columns too, averaged, when ``symmetric``). Returns a scalar.
+    Both ``(B, D)`` embeddings are L2-normalised; logits ``anchor @ positive.T / temperature``; cross-entropy
+    over rows (and over columns too, averaged, when ``symmetric``). Returns a scalar.
     """
     a, p = F.normalize(anchor.float(), dim=-1), F.normalize(positive.float(), dim=-1)
     logits = a @ p.T / temperature
@@ -188,7 +191,8 @@ def info_nce(anchor: Tensor, positive: Tensor, temperature: float, symmetric: bo
 
 
 def distillation_kl(student_logits: Tensor, teacher_logits: Tensor, temperature: float) -> Tensor:
-    """timm ``LogitDistillationTask``'s KD term: ``KL(teacher || student)`` at ``temperature``, times ``T**2``."""
+    """timm ``LogitDistillationTask``'s KD term: ``KL(teacher || student)`` at ``temperature``, times
+    ``T**2``."""
     s = F.log_softmax(student_logits / temperature, dim=-1)
     t = F.log_softmax(teacher_logits / temperature, dim=-1)
     return F.kl_div(s, t, reduction="batchmean", log_target=True) * temperature**2

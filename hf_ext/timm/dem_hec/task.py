@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-from typing import Any
+from typing import Any, cast
 
 import torch
 from timm.data import resolve_data_config
@@ -15,7 +15,13 @@ from torch import nn
 
 from hf_ext._registry import paper
 from hf_ext.timm.dem_hec.config import DemHECConfig
-from hf_ext.timm.dem_hec.core import distillation_kl, entropy_pgd, info_nce, prediction_entropy
+from hf_ext.timm.dem_hec.core import (
+    distillation_kl,
+    entropy_pgd,
+    info_nce,
+    prediction_entropy,
+    timm_classifier,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -23,8 +29,8 @@ logger = logging.getLogger(__name__)
 class DemHECTask(ClassificationTask):
     """Entropy-guided robust fine-tuning (Dem-HEC) as a timm training task.
 
-    Per step: generate high-entropy (HE) samples inside an ``eps`` ball around each clean image (label-free ascent
-    on normalised prediction + feature entropy, model in eval mode), then train on
+    Per step: generate high-entropy (HE) samples inside an ``eps`` ball around each clean image (label-free
+    ascent on normalised prediction + feature entropy, model in eval mode), then train on
     ``CE(f(x), y) + he_ce_weight * CE(f(x_he), y) + contrastive_weight * InfoNCE(g(x_he), g(x))
     + distill_weight * tau^2 * KL(T(x) || f(x))`` where ``g`` is the pre-logits embedding and ``T`` a frozen
     deep copy of the model taken at construction (the teacher snapshot).
@@ -32,10 +38,10 @@ class DemHECTask(ClassificationTask):
     [reconstructed] Only the paper's abstract is public: the ascent objective, the loss forms, the weights and
     the defaults are hf-ext's reconstruction (see the docs page).
 
-    It keeps timm's task contract: ``forward(input, target)`` returns a dict with ``loss`` and ``output`` (clean
-    logits) plus ``ce_clean``, ``ce_he``, ``con_loss``, ``kd_loss`` and ``he_entropy``; ``get_trainable_module()``
-    is the student only; ``prepare_distributed`` wraps only the student; the teacher snapshot travels in
-    ``get_checkpoint_state()["task_state"]``.
+    It keeps timm's task contract: ``forward(input, target)`` returns a dict with ``loss`` and ``output``
+    (clean logits) plus ``ce_clean``, ``ce_he``, ``con_loss``, ``kd_loss`` and ``he_entropy``;
+    ``get_trainable_module()`` is the student only; ``prepare_distributed`` wraps only the student; the
+    teacher snapshot travels in ``get_checkpoint_state()["task_state"]``.
 
     Args:
         model: a timm classifier (needs ``forward_intermediates`` and ``forward_head``).
@@ -57,6 +63,8 @@ class DemHECTask(ClassificationTask):
     """
 
     _paper = paper("dem_hec")
+    mean: torch.Tensor
+    std: torch.Tensor
 
     def __init__(
         self,
@@ -76,11 +84,7 @@ class DemHECTask(ClassificationTask):
                 f"pass either `config` or its fields as keywords, not both: {sorted(config_kwargs)}."
             )
         self.config = config if config is not None else DemHECConfig(**config_kwargs)
-        for method in ("forward_intermediates", "forward_head"):
-            if not callable(getattr(unwrap_model(model), method, None)):
-                raise TypeError(
-                    f"Dem-HEC needs a timm model with `{method}`; {type(model).__name__} has none."
-                )
+        timm_classifier(unwrap_model(model))
         super().__init__(model, criterion, criterion_kwargs, device=device, dtype=dtype, verbose=verbose)
         if teacher is None:
             teacher = copy.deepcopy(unwrap_model(model))
@@ -141,8 +145,8 @@ class DemHECTask(ClassificationTask):
         cfg = self.config
         if target.ndim != 1 or target.is_floating_point():
             raise ValueError(
-                f"soft or multi-label targets (shape {tuple(target.shape)}, {target.dtype}, e.g. from Mixup) are "
-                "not supported with Dem-HEC; pass integer class ids of shape (B,)."
+                f"soft or multi-label targets (shape {tuple(target.shape)}, {target.dtype}, e.g. from Mixup) "
+                "are not supported with Dem-HEC; pass integer class ids of shape (B,)."
             )
         x01 = self._pixels(input)
         batch = x01.shape[0]
@@ -159,10 +163,19 @@ class DemHECTask(ClassificationTask):
         zero = x01.new_zeros(())
         if use_he:
             x_he = entropy_pgd(
-                unwrap_model(student), x01, eps=cfg.eps, steps=cfg.steps, step_size=cfg.step_size, norm=cfg.norm,
-                objective=cfg.objective, target=target, feature_entropy=cfg.feature_entropy,
-                beta=cfg.feature_entropy_weight, stage=cfg.feature_stage, normalize=self.normalize,
-            )  # fmt: skip
+                unwrap_model(student),
+                x01,
+                eps=cfg.eps,
+                steps=cfg.steps,
+                step_size=cast(float, cfg.step_size),  # resolved by DemHECConfig
+                norm=cfg.norm,
+                objective=cfg.objective,
+                target=target,
+                feature_entropy=cfg.feature_entropy,
+                beta=cfg.feature_entropy_weight,
+                stage=cfg.feature_stage,
+                normalize=self.normalize,
+            )
             inputs = torch.cat([x01, x_he])
         else:
             inputs = x01
