@@ -26,15 +26,26 @@ METHOD = MethodInfo(
         "equal_opportunity_coverage": f"{_F}.conditional_coverage",
         "worst_slab_coverage": f"{_F}.conditional_coverage",
         "size_coverage_correlation": f"{_F}.conditional_coverage",
-        "coverage_indicator": "hf_ext.conformal.inputs",
+        "coverage_indicator": "hf_ext.ert.inputs",
         "CoverageAuditor": "hf_ext.estimators.ert",
         "CovGapAuditor": "hf_ext.estimators.conditional_coverage",
         "WorstSlabAuditor": "hf_ext.estimators.conditional_coverage",
         "SizeStratifiedAuditor": "hf_ext.estimators.conditional_coverage",
         "EqualOpportunityAuditor": "hf_ext.estimators.conditional_coverage",
     },
-    bench="hf_ext.conformal.bench:run",
-    tour="hf_ext.conformal.bench:tour",
+    bench="hf_ext.ert.bench:run",
+    tour="hf_ext.ert.bench:tour",
+    moved={
+        "hf_ext.conformal": "hf_ext.ert",
+        "hf_ext.conformal.bench": "hf_ext.ert.bench",
+        "hf_ext.conformal.classifiers": "hf_ext.ert.classifiers",
+        "hf_ext.conformal.config": "hf_ext.ert._bench_config",
+        "hf_ext.conformal.core": "hf_ext.ert.core",
+        "hf_ext.conformal.inputs": "hf_ext.ert.inputs",
+        "hf_ext.conformal.legacy": "hf_ext.ert.legacy",
+        "hf_ext.conformal.shapes": "hf_ext.ert._bench_shapes",
+        "hf_ext.conformal.slab": "hf_ext.ert.slab",
+    },
     citation=(
         "@inproceedings{braun2026conditional,\n"
         "  title={Conditional Coverage Diagnostics for Conformal Prediction},\n"
@@ -46,8 +57,8 @@ METHOD = MethodInfo(
         "}"
     ),
     reconstructed=(
-        "default coverage classifier: calibrated HistGradientBoosting (the paper uses 8 averaged LightGBM models "
-        "+ a probmetrics calibrator, available as classifier='covmetrics')",
+        "default coverage classifier: calibrated HistGradientBoosting (the paper uses 8 averaged "
+        "LightGBM models + a probmetrics calibrator, available as classifier='covmetrics')",
         "fold values averaged unweighted (as covmetrics; the paper may weight by fold size)",
         "plug-in one-sided z-test on pooled held-out L1 differences (benchmark FPR check)",
         "exact fast worst-slab search by bisection on prefix sums",

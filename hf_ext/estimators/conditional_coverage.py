@@ -1,8 +1,10 @@
 """scikit-learn auditors for the earlier conditional-coverage metrics (CovGap/FSC, SSC, EOC, WSC).
 
-Each auditor learns a partition of the feature space in ``fit(X, covered)`` (k-means cells, 1-D value groups, or
+Each auditor learns a partition of the feature space in ``fit(X, covered)`` (k-means cells, 1-D value groups,
+or
 the worst slab and its complement), predicts the empirical coverage of a point's cell in ``predict_proba`` (a
-partition classifier of the coverage, the kind implicit in CovGap), and scores new data with the metric computed on
+partition classifier of the coverage, the kind implicit in CovGap), and scores new data with the metric
+computed on
 the learned partition, i.e. a held-out version of the metric. ``score`` returns the metric itself: for the gap
 statistics a larger value means stronger evidence of conditional miscoverage, for the coverage statistics
 (``reduction="min"``, WSC) a smaller one.
@@ -10,24 +12,28 @@ statistics a larger value means stronger evidence of conditional miscoverage, fo
 
 from __future__ import annotations
 
-import logging
-from typing import Any
+from numbers import Integral, Real
+from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hf_ext._registry import paper
-from hf_ext.conformal import legacy
-from hf_ext.conformal.inputs import check_choice, check_int, check_unit_interval
-from hf_ext.conformal.slab import Slab, sample_directions, worst_slab
+from hf_ext.ert import legacy
+from hf_ext.ert.slab import Slab, sample_directions, worst_slab
 from hf_ext.estimators.ert import binary_coverage_target
 
-logger = logging.getLogger(__name__)
+_ALPHA = [Interval(Real, 0, 1, closed="neither")]
+_SEED = [Interval(Integral, 0, None, closed="left")]
+_REDUCTION = [StrOptions(set(legacy.REDUCTIONS))]
 
 
 class _PartitionAuditor(ClassifierMixin, BaseEstimator):
     """Base: learn cells in ``_fit_cells``, map points to cells in ``_assign``, score with ``_statistic``."""
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {}
 
     def _fit_cells(self, X: np.ndarray, z: np.ndarray) -> None:
         raise NotImplementedError
@@ -38,9 +44,7 @@ class _PartitionAuditor(ClassifierMixin, BaseEstimator):
     def _statistic(self, cells: np.ndarray, z: np.ndarray) -> float:
         raise NotImplementedError
 
-    def _validate_params_(self) -> None:
-        raise NotImplementedError
-
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any) -> _PartitionAuditor:
         """Learn the partition and the coverage of each cell.
 
@@ -55,7 +59,6 @@ class _PartitionAuditor(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        self._validate_params_()
         X, y = validate_data(self, X, y, dtype=np.float64)
         z = binary_coverage_target(self, y)
         self._fit_cells(X, z)
@@ -138,6 +141,13 @@ class CovGapAuditor(_PartitionAuditor):
     """
 
     _paper = paper("ert")
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "alpha": _ALPHA,
+        "n_groups": [Interval(Integral, 1, None, closed="left")],
+        "weighted": ["boolean"],
+        "reduction": _REDUCTION,
+        "random_state": _SEED,
+    }
 
     def __init__(
         self,
@@ -152,12 +162,6 @@ class CovGapAuditor(_PartitionAuditor):
         self.weighted = weighted
         self.reduction = reduction
         self.random_state = random_state
-
-    def _validate_params_(self) -> None:
-        check_unit_interval(self.alpha, "alpha")
-        check_int(self.n_groups, "n_groups", 1)
-        check_choice(self.reduction, "reduction", legacy.REDUCTIONS)
-        check_int(self.random_state, "random_state", 0)
 
     def _fit_cells(self, X: np.ndarray, z: np.ndarray) -> None:
         from sklearn.cluster import KMeans
@@ -207,6 +211,14 @@ class SizeStratifiedAuditor(_PartitionAuditor):
     """
 
     _paper = paper("ert")
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "alpha": _ALPHA,
+        "num_groups": [Interval(Integral, 1, None, closed="left")],
+        "reduction": _REDUCTION,
+        "weighted": ["boolean"],
+        "column": [Interval(Integral, 0, None, closed="left")],
+        "random_state": _SEED,
+    }
 
     def __init__(
         self,
@@ -223,13 +235,6 @@ class SizeStratifiedAuditor(_PartitionAuditor):
         self.weighted = weighted
         self.column = column
         self.random_state = random_state
-
-    def _validate_params_(self) -> None:
-        check_unit_interval(self.alpha, "alpha")
-        check_int(self.num_groups, "num_groups", 1)
-        check_choice(self.reduction, "reduction", legacy.REDUCTIONS)
-        check_int(self.column, "column", 0)
-        check_int(self.random_state, "random_state", 0)
 
     def _fit_cells(self, X: np.ndarray, z: np.ndarray) -> None:
         if self.column >= X.shape[1]:
@@ -264,7 +269,8 @@ class EqualOpportunityAuditor(SizeStratifiedAuditor):
 
 
 class WorstSlabAuditor(_PartitionAuditor):
-    """WSC auditor: learns the worst slab ``{a <= v.x <= b}`` in ``fit``; ``score`` is its coverage on new data.
+    """WSC auditor: learns the worst slab ``{a <= v.x <= b}`` in ``fit``; ``score`` is its coverage on new
+    data.
 
     This is the held-out WSC [reconstructed from the older WSC literature]: in-sample WSC is biased low.
 
@@ -295,16 +301,16 @@ class WorstSlabAuditor(_PartitionAuditor):
     """
 
     _paper = paper("ert")
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "delta": [Interval(Real, 0, 1, closed="neither")],
+        "num_directions": [Interval(Integral, 1, None, closed="left")],
+        "random_state": _SEED,
+    }
 
     def __init__(self, delta: float = 0.1, num_directions: int = 1000, random_state: int = 42) -> None:
         self.delta = delta
         self.num_directions = num_directions
         self.random_state = random_state
-
-    def _validate_params_(self) -> None:
-        check_unit_interval(self.delta, "delta")
-        check_int(self.num_directions, "num_directions", 1)
-        check_int(self.random_state, "random_state", 0)
 
     def _fit_cells(self, X: np.ndarray, z: np.ndarray) -> None:
         directions = sample_directions(self.num_directions, X.shape[1], self.random_state)

@@ -3,28 +3,20 @@ coverage (Braun, Holzmüller, Jordan & Bach, ICML 2026, arXiv 2512.11779)."""
 
 from __future__ import annotations
 
-import logging
 import warnings
-from typing import Any
+from numbers import Integral, Real
+from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hf_ext._registry import paper
-from hf_ext.conformal.classifiers import check_classifier, make_classifier
-from hf_ext.conformal.core import LOSSES, cross_fit_ert, per_sample_excess_risk, positive_proba
-from hf_ext.conformal.inputs import (
-    check_choice,
-    check_covered,
-    check_features,
-    check_int,
-    check_unit_interval,
-    target_vector,
-)
-
-logger = logging.getLogger(__name__)
+from hf_ext.ert.classifiers import CLASSIFIERS, allows_nan, make_classifier
+from hf_ext.ert.core import LOSSES, cross_fit_ert, per_sample_excess_risk, positive_proba
+from hf_ext.ert.inputs import check_covered, check_features, target_vector
 
 
 def binary_coverage_target(estimator: BaseEstimator, y: Any) -> np.ndarray:
@@ -58,17 +50,20 @@ def binary_coverage_target(estimator: BaseEstimator, y: Any) -> np.ndarray:
 class CoverageAuditor(ClassifierMixin, BaseEstimator):
     """Coverage classifier h(x) ~ P(Y in C(X) | X = x) scored by ERT, the excess risk of the target coverage.
 
-    ``fit(X, covered)`` fits the classifier; ``score`` returns the held-out ERT of the fitted h against the constant
+    ``fit(X, covered)`` fits the classifier; ``score`` returns the held-out ERT of the fitted h against the
+    constant
     target; ``cross_fit_ert`` runs the paper's cross-fitted estimator on one data set [paper].
 
-    Sign convention: for the *audited* conformal method lower ERT is better; for the *auditor* a larger ERT is a
+    Sign convention: for the *audited* conformal method lower ERT is better; for the *auditor* a larger ERT is
+    a
     tighter lower bound on the miscoverage distance, so ``GridSearchCV`` maximising ``score`` picks the most
     powerful auditor classifier (scikit-learn's greater-is-better rule).
 
     Parameters
     ----------
     classifier : {"hgb", "covmetrics"} or classifier instance, default="hgb"
-        ``"hgb"`` is calibrated ``HistGradientBoostingClassifier`` (an hf-ext choice [reconstructed]; the paper's
+        ``"hgb"`` is calibrated ``HistGradientBoostingClassifier`` (an hf-ext choice [reconstructed]; the
+        paper's
         LightGBM recipe is ``"covmetrics"`` and needs its optional dependencies). Instances are cloned.
     alpha : float, default=0.1
         Miscoverage level in (0, 1); the target coverage is ``1 - alpha``.
@@ -101,6 +96,13 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
     """
 
     _paper = paper("ert")
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "classifier": [StrOptions(set(CLASSIFIERS)), HasMethods(["fit", "predict_proba"])],
+        "alpha": [Interval(Real, 0, 1, closed="neither")],
+        "loss": [StrOptions(set(LOSSES))],
+        "n_splits": [Interval(Integral, 2, None, closed="left")],
+        "random_state": [Interval(Integral, 0, None, closed="left")],
+    }
 
     def __init__(
         self,
@@ -116,13 +118,10 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
         self.n_splits = n_splits
         self.random_state = random_state
 
-    def _validate_params_(self) -> None:
-        check_classifier(self.classifier)
-        check_unit_interval(self.alpha, "alpha")
-        check_choice(self.loss, "loss", LOSSES)
-        check_int(self.n_splits, "n_splits", 2)
-        check_int(self.random_state, "random_state", 0)
+    def _finite(self) -> bool | str:
+        return "allow-nan" if allows_nan(self.classifier) else True
 
+    @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X: Any, y: Any) -> CoverageAuditor:
         """Fit the coverage classifier.
 
@@ -137,8 +136,7 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
         -------
         self : CoverageAuditor
         """
-        self._validate_params_()
-        X, y = validate_data(self, X, y, ensure_all_finite="allow-nan")
+        X, y = validate_data(self, X, y, ensure_all_finite=self._finite())
         z = binary_coverage_target(self, y)
         self.classifier_ = make_classifier(
             self.classifier, n_train=X.shape[0], random_state=self.random_state
@@ -149,7 +147,7 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X: Any) -> np.ndarray:
         """Estimated ``[P(not covered | x), P(covered | x)]``, shape (n_samples, 2)."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan")
+        X = validate_data(self, X, reset=False, ensure_all_finite=self._finite())
         h = positive_proba(self.classifier_, X)
         return np.column_stack([1.0 - h, h])
 
@@ -159,7 +157,8 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
         return self.classes_[(proba[:, 1] > 0.5).astype(int)]
 
     def score(self, X: Any, y: Any, sample_weight: Any = None, target_coverage: Any = None) -> float:
-        """Held-out ERT (loss ``self.loss``) of the fitted classifier on ``(X, y)``; use data not seen in ``fit``.
+        """Held-out ERT (loss ``self.loss``) of the fitted classifier on ``(X, y)``; use data not seen in
+        ``fit``.
 
         Parameters
         ----------
@@ -192,18 +191,19 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
         Returns
         -------
         result : dict
-            Floats ``l1, l2, kl, l1_over, l1_under, l2_over, l2_under, kl_over, kl_under`` and ``fold_values``,
+            Floats ``l1, l2, kl, l1_over, l1_under, l2_over, l2_under, kl_over, kl_under`` and
+            ``fold_values``,
             an ndarray of shape (n_splits, 9).
         """
-        self._validate_params_()
+        self._validate_params()
         z = check_covered(y, "y")
-        feats = check_features(X, z.shape[0], name="X")
+        feats = check_features(X, z.shape[0], allow_nan=allows_nan(self.classifier), name="X")
         tau = target_vector(self.alpha, target_coverage, z.shape[0])
         return cross_fit_ert(feats, z, tau, self.classifier, self.n_splits, self.random_state)
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = isinstance(self.classifier, str) and self.classifier == "hgb"
+        tags.input_tags.allow_nan = allows_nan(self.classifier)
         tags.target_tags.required = True
         tags.classifier_tags.multi_class = False
         return tags

@@ -1,14 +1,17 @@
-"""torchmetrics Metrics for the earlier conditional-coverage diagnostics: CovGap, FSC, SSC, EOC, WSC, size-coverage.
+"""torchmetrics Metrics for the earlier conditional-coverage diagnostics: CovGap, FSC, SSC, EOC, WSC,
+size-coverage.
 
-Definitions follow ``covmetrics`` 0.1.2 (see :mod:`hf_ext.metrics.functional.conditional_coverage`). States are
-per-sample lists with ``dist_reduce_fx="cat"`` (or per-group sums for :class:`CoverageGap` with ``num_groups``), so
-DDP gathering and ``merge_state`` are exact. Before computing, samples are put in a canonical order (lexicographic
+Definitions follow ``covmetrics`` 0.1.2 (see :mod:`hf_ext.metrics.functional.conditional_coverage`). States
+are
+per-sample lists with ``dist_reduce_fx="cat"`` (or per-group sums for :class:`CoverageGap` with
+``num_groups``), so
+DDP gathering and ``merge_state`` are exact. Before computing, samples are put in a canonical order
+(lexicographic
 over all stored columns), so results do not depend on batch order, world size or merge order.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import numpy as np
@@ -18,16 +21,10 @@ from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
 from hf_ext._registry import paper
-from hf_ext.conformal import legacy
-from hf_ext.conformal.inputs import (
-    check_choice,
-    check_features,
-    check_int,
-    check_unit_interval,
-    check_vector,
-    resolve_coverage,
-)
-from hf_ext.conformal.slab import worst_slab_coverage as _wsc
+from hf_ext._validation import check_choice, check_int, check_probability
+from hf_ext.ert import legacy
+from hf_ext.ert.inputs import check_features, check_vector, resolve_coverage
+from hf_ext.ert.slab import worst_slab_coverage as _wsc
 from hf_ext.metrics.functional.conditional_coverage import (
     CORRELATION_METHODS,
     _correlation_compute,
@@ -37,8 +34,6 @@ from hf_ext.metrics.functional.conditional_coverage import (
     _stratified_compute,
     _wsc_arg_validation,
 )
-
-logger = logging.getLogger(__name__)
 
 
 class _CatCoverageMetric(Metric):
@@ -79,7 +74,7 @@ class _GroupCoverage(_CatCoverageMetric):
     hits: Tensor
 
     def __init__(self, num_groups: int | None = None, **kwargs: Any) -> None:
-        self.num_groups = None if num_groups is None else check_int(num_groups, "num_groups", 1)
+        self.num_groups = None if num_groups is None else check_int("num_groups", num_groups, low=1)
         if self.num_groups is None:
             super().__init__(**kwargs)
         else:
@@ -139,18 +134,21 @@ class _GroupCoverage(_CatCoverageMetric):
 
 
 class CoverageGap(_GroupCoverage):
-    """CovGap: mean (or size-weighted mean) over groups of ``|group coverage - (1 - alpha)|``. Lower is better.
+    """CovGap: mean (or size-weighted mean) over groups of ``|group coverage - (1 - alpha)|``. Lower is
+    better.
 
     Args:
         alpha: Miscoverage level in (0, 1).
-        num_groups: If given, group ids must lie in ``[0, num_groups)`` and the state is two sum vectors of that
+        num_groups: If given, group ids must lie in ``[0, num_groups)`` and the state is two sum vectors of
+            that
             length (constant memory); otherwise per-sample ``cat`` states.
         weighted: Weight groups by their share of samples.
         kwargs: Passed to :class:`torchmetrics.Metric`.
 
     As input to ``forward`` and ``update``:
         - ``groups``: integer group ids, shape ``(n,)``.
-        - ``covered``: coverage indicator, shape ``(n,)``; or keyword ``y`` with ``prediction_sets`` / ``intervals``.
+        - ``covered``: coverage indicator, shape ``(n,)``; or keyword ``y`` with ``prediction_sets`` /
+          ``intervals``.
 
     As output of ``forward`` and ``compute``:
         - 0-d float64 tensor.
@@ -172,7 +170,7 @@ class CoverageGap(_GroupCoverage):
         self, alpha: float = 0.1, num_groups: int | None = None, weighted: bool = False, **kwargs: Any
     ) -> None:
         super().__init__(num_groups=num_groups, **kwargs)
-        self.alpha = check_unit_interval(alpha, "alpha")
+        self.alpha = check_probability("alpha", alpha, low_open=True, high_open=True)
         self.weighted = bool(weighted)
 
     def compute(self) -> Tensor:
@@ -189,7 +187,8 @@ class FeatureStratifiedCoverage(_GroupCoverage):
         num_groups: As in :class:`CoverageGap`.
         kwargs: Passed to :class:`torchmetrics.Metric`.
 
-    As input to ``forward`` and ``update``: ``groups`` ``(n,)`` and ``covered`` ``(n,)`` (or ``y`` + predictions).
+    As input to ``forward`` and ``update``: ``groups`` ``(n,)`` and ``covered`` ``(n,)`` (or ``y`` +
+    predictions).
 
     As output of ``forward`` and ``compute``: 0-d float64 tensor.
 
@@ -285,7 +284,8 @@ class SizeStratifiedCoverage(_DiscretizedCoverage):
 
 
 class EqualOpportunityCoverage(_DiscretizedCoverage):
-    """EOC: as :class:`SizeStratifiedCoverage` with groups given by the labels ``y`` (clustered if many values).
+    """EOC: as :class:`SizeStratifiedCoverage` with groups given by the labels ``y`` (clustered if many
+    values).
 
     As input to ``forward`` and ``update``: ``y`` ``(n,)`` and ``covered`` ``(n,)``, or ``y`` with keyword
     ``prediction_sets`` / ``intervals``.
@@ -328,7 +328,8 @@ class WorstSlabCoverage(_CatCoverageMetric):
             reported on the rest [reconstructed]; in-sample WSC is biased low.
         kwargs: Passed to :class:`torchmetrics.Metric`.
 
-    As input to ``forward`` and ``update``: finite ``features`` ``(n, d)`` and ``covered`` ``(n,)`` (or ``y`` +
+    As input to ``forward`` and ``update``: finite ``features`` ``(n, d)`` and ``covered`` ``(n,)`` (or ``y``
+    +
     predictions).
 
     As output of ``forward`` and ``compute``: 0-d float64 tensor.
@@ -390,7 +391,8 @@ class SizeCoverageCorrelation(_CatCoverageMetric):
         seed: HSIC subsample seed.
         kwargs: Passed to :class:`torchmetrics.Metric`.
 
-    As input to ``forward`` and ``update``: ``sizes`` ``(n,)`` and ``covered`` ``(n,)``, or keywords ``y`` with
+    As input to ``forward`` and ``update``: ``sizes`` ``(n,)`` and ``covered`` ``(n,)``, or keywords ``y``
+    with
     ``prediction_sets`` / ``intervals``.
 
     As output of ``forward`` and ``compute``: 0-d float64 tensor.
@@ -410,8 +412,11 @@ class SizeCoverageCorrelation(_CatCoverageMetric):
         self, method: str = "pearson", max_samples: int = 5000, seed: int = 0, **kwargs: Any
     ) -> None:
         super().__init__(**kwargs)
-        self.method = check_choice(method, "method", CORRELATION_METHODS)
-        self.max_samples, self.seed = check_int(max_samples, "max_samples", 2), check_int(seed, "seed", 0)
+        self.method = check_choice("method", method, CORRELATION_METHODS)
+        self.max_samples, self.seed = (
+            check_int("max_samples", max_samples, low=2),
+            check_int("seed", seed, low=0),
+        )
 
     def update(
         self,

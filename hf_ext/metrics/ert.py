@@ -1,43 +1,46 @@
-"""torchmetrics Metric for ERT, the excess risk of the target coverage (Braun et al., ICML 2026, arXiv 2512.11779)."""
+"""torchmetrics Metric for ERT, the excess risk of the target coverage (Braun et al., arXiv 2512.11779)."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from hf_ext._registry import paper
-from hf_ext.conformal.classifiers import check_classifier
-from hf_ext.conformal.core import KEYS
-from hf_ext.conformal.inputs import check_int, check_unit_interval
+from hf_ext._validation import check_int, check_probability
+from hf_ext.ert.classifiers import check_classifier
+from hf_ext.ert.core import KEYS
 from hf_ext.metrics.conditional_coverage import _CatCoverageMetric
 from hf_ext.metrics.functional.ert import (
     _excess_risk_target_coverage_compute,
     _excess_risk_target_coverage_update,
 )
 
-logger = logging.getLogger(__name__)
-
 
 class ExcessRiskTargetCoverage(_CatCoverageMetric):
     """ERT: how much a cross-fitted classifier of the coverage beats the constant target coverage.
 
-    Conditional coverage holds iff no classifier predicting Z = 1{Y in C(X)} from X has lower risk, under a proper
+    Conditional coverage holds iff no classifier predicting Z = 1{Y in C(X)} from X has lower risk, under a
+    proper
     loss, than the constant tau = 1 - alpha [paper]. ``compute`` cross-fits once on everything seen
-    (``KFold(n_splits, shuffle=True, random_state)``) and reports the L1, Brier (L2) and log-loss (KL) variants with
-    their over-/under-coverage parts (over + under = total). They are lower bounds on E|p - tau|, E(p - tau)^2 and
+    (``KFold(n_splits, shuffle=True, random_state)``) and reports the L1, Brier (L2) and log-loss (KL)
+    variants with
+    their over-/under-coverage parts (over + under = total). They are lower bounds on E|p - tau|, E(p - tau)^2
+    and
     E KL(p || tau). Lower is better for the audited conformal method; finite-sample values can be negative.
 
-    Samples are sorted into a canonical order before cross-fitting, so the value does not depend on batch order,
-    DDP world size or ``merge_state`` order; all ranks compute the same value. The default classifier is an hf-ext
+    Samples are sorted into a canonical order before cross-fitting, so the value does not depend on batch
+    order,
+    DDP world size or ``merge_state`` order; all ranks compute the same value. The default classifier is an
+    hf-ext
     choice [reconstructed]: calibrated ``HistGradientBoostingClassifier`` (see
-    :mod:`hf_ext.conformal.classifiers`). Call ``update`` in the loop and ``compute`` once: ``forward`` would
+    :mod:`hf_ext.ert.classifiers`). Call ``update`` in the loop and ``compute`` once: ``forward`` would
     cross-fit every batch.
 
     Args:
-        alpha: Miscoverage level in (0, 1); target coverage ``1 - alpha`` unless ``target_coverage`` is passed.
+        alpha: Miscoverage level in (0, 1); target coverage ``1 - alpha`` unless ``target_coverage`` is
+            passed.
         classifier: ``"hgb"``, ``"covmetrics"`` or a scikit-learn classifier instance (cloned per fold).
         n_splits: Cross-fitting folds, int >= 2 (and <= number of samples at compute time).
         random_state: Seed of the fold shuffle and of the default classifier.
@@ -79,11 +82,11 @@ class ExcessRiskTargetCoverage(_CatCoverageMetric):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.alpha = check_unit_interval(alpha, "alpha")
+        self.alpha = check_probability("alpha", alpha, low_open=True, high_open=True)
         check_classifier(classifier)
         self.classifier = classifier
-        self.n_splits = check_int(n_splits, "n_splits", 2)
-        self.random_state = check_int(random_state, "random_state", 0)
+        self.n_splits = check_int("n_splits", n_splits, low=2)
+        self.random_state = check_int("random_state", random_state, low=0)
 
     def update(
         self,

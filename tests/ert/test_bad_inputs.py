@@ -1,4 +1,4 @@
-"""Every bad input named in the spec raises a clear error naming the argument; soft problems warn."""
+"""Every bad input raises a clear error naming the argument and the value; soft problems warn."""
 
 from __future__ import annotations
 
@@ -30,9 +30,10 @@ def _ert(*args, **kwargs):
         ({"features": X[:, 0]}, ValueError, r"`features` must be 2-D"),
         ({"features": X[:100]}, ValueError, r"`features` has 100 rows but `covered` has 120"),
         ({"target_coverage": np.full(10, 0.9)}, ValueError, r"`target_coverage` has 10 entries"),
-        ({"alpha": 0.0}, ValueError, r"`alpha` must lie strictly inside \(0, 1\), got 0.0"),
-        ({"alpha": 1.0}, ValueError, r"`alpha` must lie strictly inside"),
-        ({"target_coverage": 1.0}, ValueError, r"`target_coverage` must lie strictly inside"),
+        ({"alpha": 0.0}, ValueError, r"`alpha` must be a finite float in \(0, 1\), got 0.0"),
+        ({"alpha": 1.0}, ValueError, r"`alpha` must be a finite float in \(0, 1\), got 1.0"),
+        ({"alpha": "0.1"}, TypeError, r"`alpha` must be a finite float in \(0, 1\), got '0.1'"),
+        ({"target_coverage": 1.0}, ValueError, r"`target_coverage` must be a finite float in \(0, 1\)"),
         (
             {"target_coverage": np.r_[np.full(119, 0.9), 1.2]},
             ValueError,
@@ -40,11 +41,15 @@ def _ert(*args, **kwargs):
         ),
         ({"n_splits": 1}, ValueError, r"`n_splits` must be an int >= 2, got 1"),
         ({"n_splits": 500}, ValueError, r"`n_splits` must be an int in \[2, 120\], got 500"),
-        ({"n_splits": 2.5}, TypeError, r"`n_splits` must be an int, got 2.5"),
-        ({"loss": "hinge"}, ValueError, r"`loss` must be one of 'l1', 'l2', 'kl'; got 'hinge'"),
-        ({"side": "left"}, ValueError, r"`side` must be one of 'both', 'over', 'under'; got 'left'"),
-        ({"classifier": "lgbm"}, ValueError, r"`classifier` must be one of 'hgb', 'covmetrics'"),
-        ({"classifier": object()}, TypeError, r"`classifier` must implement fit and predict_proba"),
+        ({"n_splits": 2.5}, TypeError, r"`n_splits` must be an int >= 2, got 2.5"),
+        ({"loss": "hinge"}, ValueError, r"`loss` must be one of 'l1', 'l2', 'kl', got 'hinge'"),
+        ({"side": "left"}, ValueError, r"`side` must be one of 'both', 'over', 'under', got 'left'"),
+        ({"classifier": "lgbm"}, ValueError, r"`classifier` must be one of 'hgb', 'covmetrics', got 'lgbm'"),
+        (
+            {"classifier": object()},
+            TypeError,
+            r"`classifier` must be a name or an object with fit and predict_proba",
+        ),
         ({"features": np.c_[X[:, 0], np.full(120, np.inf)]}, ValueError, r"`features` contains infinite"),
     ],
 )
@@ -57,7 +62,7 @@ def test_ert_bad_inputs(kwargs, exc, match):
 def test_wsc_bad_inputs():
     from hf_ext.metrics.functional import worst_slab_coverage
 
-    with pytest.raises(ValueError, match=r"`delta` must lie strictly inside \(0, 1\), got 1.5"):
+    with pytest.raises(ValueError, match=r"`delta` must be a finite float in \(0, 1\), got 1.5"):
         worst_slab_coverage(X, Z, delta=1.5)
     with pytest.raises(ValueError, match=r"`features` contains NaN"):
         worst_slab_coverage(np.c_[X[:, 0], np.full(120, np.nan)], Z)
@@ -72,12 +77,12 @@ def test_group_and_size_bad_inputs():
         size_stratified_coverage(np.ones((120, 2)), Z)
     with pytest.raises(TypeError, match=r"`groups` must hold integer group ids"):
         coverage_gap(np.linspace(0, 1, 120), Z)
-    with pytest.raises(ValueError, match=r"`reduction` must be one of 'gap', 'min'"):
+    with pytest.raises(ValueError, match=r"`reduction` must be one of 'gap', 'min', got 'max'"):
         size_stratified_coverage(np.ones(120), Z, reduction="max")
 
 
 def test_prediction_input_errors():
-    from hf_ext.conformal.inputs import coverage_indicator, resolve_coverage
+    from hf_ext.ert.inputs import coverage_indicator, resolve_coverage
 
     with pytest.raises(ValueError, match="exactly one of `prediction_sets`"):
         coverage_indicator(np.zeros(3))
@@ -97,7 +102,7 @@ def test_metric_errors():
 
     with pytest.raises(RuntimeError, match=r"compute\(\) was called before any update\(\)"):
         ExcessRiskTargetCoverage().compute()
-    with pytest.raises(ValueError, match=r"`alpha` must lie strictly inside"):
+    with pytest.raises(ValueError, match=r"`alpha` must be a finite float in \(0, 1\), got 1.0"):
         ExcessRiskTargetCoverage(alpha=1.0)
     with pytest.raises(ValueError, match=r"`groups` must lie in \[0, 3\)"):
         CoverageGap(num_groups=3).update(torch.tensor([0, 3]), torch.tensor([1, 1]))
@@ -112,8 +117,12 @@ def test_estimator_errors():
 
     with pytest.raises(ValueError, match="Only binary classification is supported"):
         CoverageAuditor().fit(X, np.arange(120) % 3)
-    with pytest.raises(ValueError, match=r"`loss` must be one of"):
+    with pytest.raises(ValueError, match=r"'loss' parameter of CoverageAuditor must be a str among"):
         CoverageAuditor(loss="l3").fit(X, Z)
+    with pytest.raises(
+        ValueError, match=r"'alpha' parameter of CoverageAuditor must be a float in the range"
+    ):
+        CoverageAuditor(alpha=1.5).fit(X, Z)
 
 
 def test_constant_coverage_warns_and_returns_zero():

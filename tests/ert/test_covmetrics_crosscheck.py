@@ -1,7 +1,8 @@
 """Numerical cross-check against the public ``covmetrics`` 0.1.2 package (skipped when it is not installed).
 
 covmetrics quirks handled here: its torch branch of ``logloss`` returns +log-likelihood (KL-ERT with the wrong
-sign), and it casts predicted probabilities to the feature dtype (integer features give h = 0). We therefore feed
+sign), and it casts predicted probabilities to the feature dtype (integer features give h = 0). We therefore
+feed
 it float64 numpy features only.
 """
 
@@ -40,7 +41,7 @@ def _data(n: int = 800, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def test_all_nine_ert_values_match_covmetrics():
     from sklearn.linear_model import LogisticRegression
 
-    from hf_ext.conformal.core import cross_fit_ert
+    from hf_ext.ert.core import cross_fit_ert
 
     x, z = _data()
     ref = covmetrics.ERT(LogisticRegression).evaluate_multiple_losses(

@@ -43,7 +43,7 @@ def test_metric_in_batches_and_auditor_on_split_conformal():
     out = metric.compute()
     assert all(torch.isfinite(v).all() for v in out.values())
 
-    from hf_ext.conformal.inputs import coverage_indicator
+    from hf_ext.ert.inputs import coverage_indicator
 
     covered = coverage_indicator(y, intervals=y_pis).covered
     assert 0.8 < covered.mean() < 0.97
@@ -56,8 +56,8 @@ def test_metric_in_batches_and_auditor_on_split_conformal():
 def test_bench_statistics_and_power_rows_tiny():
     from dataclasses import replace
 
-    from hf_ext.conformal import bench
-    from hf_ext.conformal.config import BenchConfig
+    from hf_ext.ert import bench
+    from hf_ext.ert._bench_config import BenchConfig
 
     cfg = replace(BenchConfig.quick(), ns=(300,), shapes=("step",), r_null=3, r_alt=3, r_fresh=2)
     rows = bench._power_rows(cfg, seed=0)
@@ -66,12 +66,12 @@ def test_bench_statistics_and_power_rows_tiny():
     step = {r["system"]: r for r in rows if r["shape"] == "step"}
     assert step["ERT-L1"]["power"] == pytest.approx(1.0)  # a 0.105 L1 shift is obvious even at n=300
     notes = bench._notes(rows, cfg, quick=True)
-    assert any("Target n=300" in line for line in notes)
+    assert any(line.startswith("n=300: power(ERT-L1)") for line in notes)
     assert bench.wilson(5, 100)[0] < 0.05 < bench.wilson(5, 100)[1]
 
 
 def test_null_threshold_has_exact_monte_carlo_size():
-    from hf_ext.conformal.bench import null_threshold
+    from hf_ext.ert.bench import null_threshold
 
     rng = np.random.default_rng(0)
     hits = []

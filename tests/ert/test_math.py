@@ -23,7 +23,7 @@ HAND = {  # loss: (total, over, under), tau = 0.9, natural log
 
 @pytest.mark.parametrize("loss", ["l1", "l2", "kl"])
 def test_hand_computed_values(loss):
-    from hf_ext.conformal.core import per_sample_excess_risk
+    from hf_ext.ert.core import per_sample_excess_risk
 
     for side, expected in zip(("both", "over", "under"), HAND[loss]):
         assert per_sample_excess_risk(H, Z, TAU, loss, side).mean() == pytest.approx(expected, abs=1e-6)
@@ -31,7 +31,7 @@ def test_hand_computed_values(loss):
 
 @pytest.mark.parametrize("loss", ["l1", "l2", "kl"])
 def test_constant_prediction_gives_exactly_zero(loss):
-    from hf_ext.conformal.core import per_sample_excess_risk
+    from hf_ext.ert.core import per_sample_excess_risk
 
     for side in ("both", "over", "under"):
         assert np.all(per_sample_excess_risk(np.full(4, TAU), Z, TAU, loss, side) == 0.0)
@@ -39,7 +39,7 @@ def test_constant_prediction_gives_exactly_zero(loss):
 
 @pytest.mark.parametrize("loss", ["l1", "l2", "kl"])
 def test_over_plus_under_equals_total_per_sample(loss):
-    from hf_ext.conformal.core import per_sample_excess_risk
+    from hf_ext.ert.core import per_sample_excess_risk
 
     rng = np.random.default_rng(0)
     h, z, tau = rng.random(500), (rng.random(500) < 0.8).astype(float), rng.uniform(0.05, 0.95, 500)
@@ -55,7 +55,7 @@ def _true_divergences(p: np.ndarray, tau: float) -> dict[str, float]:
 
 @pytest.mark.parametrize("loss", ["l1", "l2", "kl"])
 def test_oracle_classifier_recovers_the_population_divergence(loss):
-    from hf_ext.conformal.core import per_sample_excess_risk
+    from hf_ext.ert.core import per_sample_excess_risk
 
     rng = np.random.default_rng(1)
     x = rng.uniform(-1, 1, 1_000_000)
@@ -69,8 +69,8 @@ def test_heteroscedastic_interval_coverage_matches_normal_formula():
     """Fixed-width interval +-w with noise sigma(x): p(x) = 2 Phi(w / sigma(x)) - 1 exactly."""
     from scipy.stats import norm
 
-    from hf_ext.conformal.core import per_sample_excess_risk
-    from hf_ext.conformal.inputs import coverage_indicator
+    from hf_ext.ert.core import per_sample_excess_risk
+    from hf_ext.ert.inputs import coverage_indicator
 
     rng = np.random.default_rng(2)
     n, w = 1_000_000, 1.645
@@ -126,7 +126,7 @@ def test_cross_fitted_ert_is_conservative_on_a_step():
     """ERT-L1 with a calibrated learner is a lower bound: below the truth, above 0 on clear miscoverage."""
     from sklearn.linear_model import LogisticRegression
 
-    from hf_ext.conformal.core import cross_fit_ert
+    from hf_ext.ert.core import cross_fit_ert
 
     x, z = _step_data(3000, seed=5)
     out = cross_fit_ert(x, z, np.full(3000, 0.9), LogisticRegression(), 5, 42)
@@ -150,7 +150,7 @@ def _brute_force_wsc(x: np.ndarray, z: np.ndarray, delta: float, directions: np.
 
 @pytest.mark.parametrize("n, delta", [(40, 0.1), (57, 0.25), (90, 0.05)])
 def test_fast_wsc_equals_brute_force(n, delta):
-    from hf_ext.conformal.slab import sample_directions, worst_slab
+    from hf_ext.ert.slab import sample_directions, worst_slab
 
     rng = np.random.default_rng(n)
     x = rng.normal(size=(n, 3))
@@ -162,7 +162,7 @@ def test_fast_wsc_equals_brute_force(n, delta):
 
 
 def test_holdout_wsc_is_not_biased_low_under_the_null():
-    from hf_ext.conformal.slab import worst_slab_coverage
+    from hf_ext.ert.slab import worst_slab_coverage
 
     rng = np.random.default_rng(6)
     x = rng.normal(size=(2000, 4))
@@ -173,7 +173,7 @@ def test_holdout_wsc_is_not_biased_low_under_the_null():
 
 
 def test_hsic_matches_dense_trace_formula():
-    from hf_ext.conformal.legacy import hsic
+    from hf_ext.ert.legacy import hsic
 
     rng = np.random.default_rng(7)
     s, c = rng.integers(1, 5, 300).astype(float), (rng.random(300) < 0.8).astype(float)
@@ -186,7 +186,7 @@ def test_hsic_matches_dense_trace_formula():
 
 
 def test_coverage_indicator_sets_and_mapie_shapes():
-    from hf_ext.conformal.inputs import coverage_indicator
+    from hf_ext.ert.inputs import coverage_indicator
 
     sets = np.array([[True, False, True], [False, True, False], [True, True, True]])
     cov = coverage_indicator(np.array([2, 0, 1]), prediction_sets=sets)

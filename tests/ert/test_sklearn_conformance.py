@@ -1,6 +1,7 @@
 """scikit-learn contract for CoverageAuditor and the legacy partition auditors.
 
-All five pass every check with no expected failure (non-0/1 string labels are accepted with a warning; the larger
+All five pass every check with no expected failure (non-0/1 string labels are accepted with a warning; the
+larger
 class ``classes_[1]`` means covered).
 """
 

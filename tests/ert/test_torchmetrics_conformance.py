@@ -155,7 +155,8 @@ def test_per_sample_target_coverage_in_metric_matches_functional():
     m.update(x[:300], z[:300], target_coverage=tau[:300])
     m.update(x[300:], z[300:], target_coverage=tau[300:])
     ref = excess_risk_target_coverage(x, z, target_coverage=tau, classifier=_lr())
-    # the Metric cross-fits in canonical row order, the functional in the given order: values are close, not equal
+    # the Metric cross-fits in canonical row order, the functional in the given order: values are close, not
+    # equal
     assert abs(float(m.compute()["l1"]) - float(ref)) < 0.02
 
 

@@ -1,35 +1,32 @@
-"""Functional forms of the earlier conditional-coverage metrics: CovGap, FSC, SSC, EOC, WSC, size-coverage dependence.
+"""Functional forms of the earlier conditional-coverage metrics: CovGap, FSC, SSC, EOC, WSC, size-coverage
+dependence.
 
-Definitions follow ``covmetrics`` 0.1.2 (math in :mod:`hf_ext.conformal.legacy` and :mod:`hf_ext.conformal.slab`);
-``alpha`` is the miscoverage level (target ``1 - alpha``). Every function takes the coverage indicator ``covered``
+Definitions follow ``covmetrics`` 0.1.2 (math in :mod:`hf_ext.ert.legacy` and :mod:`hf_ext.ert.slab`);
+``alpha`` is the miscoverage level (target ``1 - alpha``). Every function takes the coverage indicator
+``covered``
 or, instead, labels ``y`` with ``prediction_sets`` / ``intervals`` (MAPIE-style arrays accepted) and returns a
 0-d float64 tensor.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from hf_ext.conformal import legacy
-from hf_ext.conformal.inputs import (
+from hf_ext._validation import check_choice, check_int, check_probability
+from hf_ext.ert import legacy
+from hf_ext.ert.inputs import (
     Coverage,
-    check_choice,
     check_features,
     check_groups,
-    check_int,
-    check_unit_interval,
     check_vector,
     coverage_indicator,
     resolve_coverage,
 )
-from hf_ext.conformal.slab import worst_slab_coverage as _wsc
-
-logger = logging.getLogger(__name__)
+from hf_ext.ert.slab import worst_slab_coverage as _wsc
 
 CORRELATION_METHODS = ("pearson", "hsic")
 
@@ -92,7 +89,7 @@ def coverage_gap(
         >>> coverage_gap([0, 0, 1, 1], [1, 1, 1, 0], alpha=0.1)
         tensor(0.2500, dtype=torch.float64)
     """
-    alpha = check_unit_interval(alpha, "alpha")
+    alpha = check_probability("alpha", alpha, low_open=True, high_open=True)
     g, cov = _coverage_gap_update(
         groups, covered, y=y, prediction_sets=prediction_sets, intervals=intervals, alpha_index=alpha_index
     )
@@ -121,10 +118,10 @@ def feature_stratified_coverage(
 
 
 def _stratified_arg_validation(alpha: float, num_groups: int, reduction: str, seed: int) -> None:
-    check_unit_interval(alpha, "alpha")
-    check_int(num_groups, "num_groups", 1)
-    check_choice(reduction, "reduction", legacy.REDUCTIONS)
-    check_int(seed, "seed", 0)
+    check_probability("alpha", alpha, low_open=True, high_open=True)
+    check_int("num_groups", num_groups, low=1)
+    check_choice("reduction", reduction, legacy.REDUCTIONS)
+    check_int("seed", seed, low=0)
 
 
 def _stratified_compute(
@@ -160,7 +157,8 @@ def size_stratified_coverage(
     covmetrics itself is unseeded).
 
     Args:
-        sizes: Set sizes or interval widths of shape ``(n,)``; or give ``y`` with ``prediction_sets``/``intervals``.
+        sizes: Set sizes or interval widths of shape ``(n,)``; or give ``y`` with
+            ``prediction_sets``/``intervals``.
         covered: Coverage indicator of shape ``(n,)``.
 
     Example:
@@ -200,11 +198,11 @@ def equal_opportunity_coverage(
 
 
 def _wsc_arg_validation(delta: float, num_directions: int, seed: int, holdout: float | None) -> None:
-    check_unit_interval(delta, "delta")
-    check_int(num_directions, "num_directions", 1)
-    check_int(seed, "seed", 0)
+    check_probability("delta", delta, low_open=True, high_open=True)
+    check_int("num_directions", num_directions, low=1)
+    check_int("seed", seed, low=0)
     if holdout is not None:
-        check_unit_interval(holdout, "holdout")
+        check_probability("holdout", holdout, low_open=True, high_open=True)
 
 
 def worst_slab_coverage(
@@ -220,11 +218,15 @@ def worst_slab_coverage(
     intervals: Any = None,
     alpha_index: int | None = None,
 ) -> Tensor:
-    """WSC: lowest coverage over slabs ``{a <= v.x <= b}`` holding >= ``delta`` of the data (higher is better).
+    """WSC: lowest coverage over slabs ``{a <= v.x <= b}`` holding >= ``delta`` of the data (higher is
+    better).
 
-    Directions are ``num_directions`` uniform unit vectors drawn with ``seed`` (seed 42 reproduces covmetrics).
-    In-sample WSC is biased low; ``holdout=0.5`` picks the slab on half the data and reports its coverage on the
-    other half [reconstructed]. ``delta=0.1`` is a conventional default [reconstructed]; covmetrics requires it.
+    Directions are ``num_directions`` uniform unit vectors drawn with ``seed`` (seed 42 reproduces
+    covmetrics).
+    In-sample WSC is biased low; ``holdout=0.5`` picks the slab on half the data and reports its coverage on
+    the
+    other half [reconstructed]. ``delta=0.1`` is a conventional default [reconstructed]; covmetrics requires
+    it.
 
     Args:
         features: Finite features of shape ``(n, d)`` (NaN is rejected).
@@ -271,8 +273,8 @@ def size_coverage_correlation(
         >>> size_coverage_correlation([1, 2, 3, 4], [0, 0, 1, 1])
         tensor(0.8944, dtype=torch.float64)
     """
-    check_choice(method, "method", CORRELATION_METHODS)
-    check_int(max_samples, "max_samples", 2)
-    check_int(seed, "seed", 0)
+    check_choice("method", method, CORRELATION_METHODS)
+    check_int("max_samples", max_samples, low=2)
+    check_int("seed", seed, low=0)
     s, cov = _sizes_and_coverage(sizes, covered, y, prediction_sets, intervals, alpha_index)
     return _tensor(_correlation_compute(s, cov, method, max_samples, seed))

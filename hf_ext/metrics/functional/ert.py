@@ -1,42 +1,31 @@
 """Functional ERT (excess risk of the target coverage; arXiv 2512.11779) and its prediction-only form.
 
-Math in :mod:`hf_ext.conformal.core`; the class form is :class:`hf_ext.metrics.ert.ExcessRiskTargetCoverage`.
+Math in :mod:`hf_ext.ert.core`; the class form is :class:`hf_ext.metrics.ert.ExcessRiskTargetCoverage`.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from hf_ext.conformal.classifiers import check_classifier
-from hf_ext.conformal.core import LOSSES, SIDES, cross_fit_ert, per_sample_excess_risk
-from hf_ext.conformal.inputs import (
-    as_numpy,
-    check_choice,
-    check_covered,
-    check_features,
-    check_int,
-    check_unit_interval,
-    resolve_coverage,
-    target_vector,
-)
-
-logger = logging.getLogger(__name__)
+from hf_ext._validation import check_choice, check_int, check_probability
+from hf_ext.ert.classifiers import check_classifier
+from hf_ext.ert.core import LOSSES, SIDES, cross_fit_ert, per_sample_excess_risk
+from hf_ext.ert.inputs import as_numpy, check_covered, check_features, resolve_coverage, target_vector
 
 
 def _ert_arg_validation(
     alpha: float, loss: str, side: str, classifier: Any, n_splits: int, random_state: int
 ) -> None:
-    check_unit_interval(alpha, "alpha")
-    check_choice(loss, "loss", LOSSES)
-    check_choice(side, "side", SIDES)
+    check_probability("alpha", alpha, low_open=True, high_open=True)
+    check_choice("loss", loss, LOSSES)
+    check_choice("side", side, SIDES)
     check_classifier(classifier)
-    check_int(n_splits, "n_splits", 2)
-    check_int(random_state, "random_state", 0)
+    check_int("n_splits", n_splits, low=2)
+    check_int("random_state", random_state, low=0)
 
 
 def _excess_risk_target_coverage_update(
@@ -64,8 +53,8 @@ def _excess_risk_target_coverage_compute(
     n_splits: int = 5,
     random_state: int = 42,
 ) -> dict[str, Any]:
-    """All nine cross-fitted ERT values plus ``fold_values`` (see :func:`hf_ext.conformal.core.cross_fit_ert`)."""
-    check_int(n_splits, "n_splits", 2, covered.shape[0])
+    """All nine cross-fitted ERT values plus ``fold_values`` (see :func:`hf_ext.ert.core.cross_fit_ert`)."""
+    check_int("n_splits", n_splits, low=2, high=covered.shape[0])
     return cross_fit_ert(features, covered, tau, classifier, n_splits, random_state)
 
 
@@ -87,22 +76,27 @@ def excess_risk_target_coverage(
 ) -> Tensor:
     """Cross-fitted ERT: how much a classifier of the coverage beats the constant target coverage.
 
-    ``KFold(n_splits, shuffle=True, random_state)``; per fold a fresh classifier is fitted on the training part
-    and the fold value is ``mean l(tau, Z) - mean l(h, Z)`` on the held-out part; the result is the mean of fold
-    values [paper, as ``covmetrics.ERT.evaluate``]. Lower is better for the audited conformal method (0 means no
+    ``KFold(n_splits, shuffle=True, random_state)``; per fold a fresh classifier is fitted on the training
+    part
+    and the fold value is ``mean l(tau, Z) - mean l(h, Z)`` on the held-out part; the result is the mean of
+    fold
+    values [paper, as ``covmetrics.ERT.evaluate``]. Lower is better for the audited conformal method (0 means
+    no
     detectable conditional miscoverage); finite-sample values can be negative and are not clipped.
 
     Args:
         features: Features X of shape ``(n, d)`` (numpy, torch or pandas). NaN is allowed with the default
             gradient-boosting classifier only.
         covered: Coverage indicator 1{y in C(x)}, shape ``(n,)``. Alternatively pass ``y`` with
-            ``prediction_sets``/``intervals`` (see :func:`hf_ext.conformal.inputs.coverage_indicator`).
+            ``prediction_sets``/``intervals`` (see :func:`hf_ext.ert.inputs.coverage_indicator`).
         alpha: Miscoverage level; the target coverage is ``1 - alpha``. Must lie in (0, 1).
-        target_coverage: Optional per-sample target tau, scalar or shape ``(n,)`` in (0, 1); overrides ``alpha``.
+        target_coverage: Optional per-sample target tau, scalar or shape ``(n,)`` in (0, 1); overrides
+            ``alpha``.
         loss: ``"l1"`` (default; lower bound on E|p - tau|), ``"l2"`` (Brier) or ``"kl"`` (log-loss).
         side: ``"both"``, ``"over"`` (over-coverage part) or ``"under"``; over + under = both.
         classifier: ``"hgb"`` (calibrated HistGradientBoosting, an hf-ext choice [reconstructed]),
-            ``"covmetrics"`` (the paper's LightGBM recipe, optional dependencies) or any scikit-learn classifier.
+            ``"covmetrics"`` (the paper's LightGBM recipe, optional dependencies) or any scikit-learn
+            classifier.
         n_splits: Number of cross-fitting folds (int in ``[2, n]``).
         random_state: Seed of the fold shuffle and the default classifier.
         y: Labels, with ``prediction_sets`` or ``intervals``, instead of ``covered``.
@@ -144,11 +138,13 @@ def ert_from_predictions(
 ) -> Tensor:
     """ERT of given coverage predictions, with no fitting: ``mean l(tau, Z) - mean l(pred, Z)``.
 
-    Use it with predictions from held-out data (an in-sample h overfits and inflates ERT) or as a training-time
+    Use it with predictions from held-out data (an in-sample h overfits and inflates ERT) or as a
+    training-time
     monitor: it is differentiable in ``pred`` for ``"l2"`` and ``"kl"`` (zero gradient for ``"l1"``).
 
     Args:
-        pred: Predicted coverage probabilities h(x) in [0, 1], shape ``(n,)``; a tensor keeps its autograd graph.
+        pred: Predicted coverage probabilities h(x) in [0, 1], shape ``(n,)``; a tensor keeps its autograd
+            graph.
         covered: Coverage indicator, shape ``(n,)``.
         target: Target coverage tau (``1 - alpha``), scalar or shape ``(n,)``, in (0, 1).
         loss: ``"l1"``, ``"l2"`` or ``"kl"``.
@@ -161,8 +157,8 @@ def ert_from_predictions(
         >>> ert_from_predictions(torch.tensor([0.95, 0.5, 0.95, 0.8]), torch.tensor([1, 0, 1, 1]), 0.9)
         tensor(0.2500)
     """
-    check_choice(loss, "loss", LOSSES)
-    check_choice(side, "side", SIDES)
+    check_choice("loss", loss, LOSSES)
+    check_choice("side", side, SIDES)
     if isinstance(pred, Tensor) and pred.is_floating_point():
         h = pred
     else:

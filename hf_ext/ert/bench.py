@@ -1,13 +1,20 @@
-"""``hf-ext bench ert``: power at equal n and false-positive rate of ERT-L1 vs CovGap, weighted CovGap and WSC.
+"""``hf-ext bench ert``: power at equal n and false-positive rate of ERT-L1 vs CovGap, weighted CovGap and
+WSC.
 
-Synthetic designs with known p(x) (:mod:`hf_ext.conformal.shapes`), plus a real-data demo without ground truth
-(split-conformal sets of a logistic regression on scikit-learn's ``load_digits``). Everything runs on one CPU thread.
+Synthetic designs with known p(x) (:mod:`hf_ext.ert._bench_shapes`), plus a real-data demo without ground
+truth
+(split-conformal sets of a logistic regression on scikit-learn's ``load_digits``). Everything runs on one CPU
+thread.
 
-* Power: each statistic's threshold is the Monte-Carlo 95% quantile of its own simulated null (p == tau, same d
-  and n; :func:`null_threshold`), so all statistics are compared at equal size; power = share of alternative data
+* Power: each statistic's threshold is the Monte-Carlo 95% quantile of its own simulated null (p == tau, same
+  d
+  and n; :func:`null_threshold`), so all statistics are compared at equal size; power = share of alternative
+  data
   sets strictly above it.
-* FPR: measured on fresh null data sets (other seeds) that did not set the thresholds, with a Wilson 95% interval;
-  also for the plug-in one-sided 5% z-test on pooled held-out L1 differences [reconstructed], on every null set.
+* FPR: measured on fresh null data sets (other seeds) that did not set the thresholds, with a Wilson 95%
+  interval;
+  also for the plug-in one-sided 5% z-test on pooled held-out L1 differences [reconstructed], on every null
+  set.
 * Estimation: ERT-L1/L2/KL and over/under parts with the hf-ext default (calibrated) classifier and with the
   uncalibrated bench classifier, against the exact truth (Monte Carlo over p(x)).
 """
@@ -21,17 +28,18 @@ from typing import Any
 
 import numpy as np
 
-from hf_ext.benchmarking import BenchReport, Headline, Timer
-from hf_ext.conformal import legacy, shapes
-from hf_ext.conformal.config import BenchConfig
-from hf_ext.conformal.core import (
+from hf_ext.benchmarking import BenchReport, Headline, Timer, mean_se, verdict
+from hf_ext.ert import _bench_shapes as shapes
+from hf_ext.ert import legacy
+from hf_ext.ert._bench_config import BenchConfig
+from hf_ext.ert.core import (
     cross_fit_ert,
     cross_fit_predictions,
     ert_table,
     per_sample_excess_risk,
     z_test_pvalue,
 )
-from hf_ext.conformal.slab import worst_slab_coverage
+from hf_ext.ert.slab import worst_slab_coverage
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +70,7 @@ def bench_classifier(cfg: BenchConfig, seed: int) -> Any:
 
 
 def statistics(x: np.ndarray, z: np.ndarray, cfg: BenchConfig, seed: int) -> dict[str, float]:
-    """Every test statistic on one data set (larger = more evidence of conditional miscoverage) and its seconds."""
+    """Every test statistic on one data set (larger = more evidence of miscoverage) and its seconds."""
     from sklearn.cluster import KMeans
 
     tau = np.full(z.shape[0], cfg.tau)
@@ -112,7 +120,8 @@ def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
 def null_threshold(null_values: np.ndarray, level: float) -> float:
     """Monte-Carlo test threshold: the ceil((R + 1)(1 - level))-th smallest of R null values (capped at R).
 
-    A fresh null value exceeds it with probability <= ``level`` (exchangeability), whereas the interpolated empirical
+    A fresh null value exceeds it with probability <= ``level`` (exchangeability), whereas the interpolated
+    empirical
     95% quantile of R = 60 values is exceeded about 6.6% of the time.
     """
     r = null_values.size
@@ -154,8 +163,8 @@ def _power_rows(cfg: BenchConfig, seed: int) -> list[dict[str, Any]]:
                     "power": power,
                 }
                 if key == METHOD:
-                    se = float(vals.std(ddof=1) / math.sqrt(vals.size)) if vals.size > 1 else float("nan")
-                    row.update(mean_stat=float(vals.mean()), se=se, true_l1=true_l1)
+                    mean, se, _ = mean_se(vals)
+                    row.update(mean_stat=mean, se=se, true_l1=true_l1)
                 elif key != ZTEST:
                     row.update(mean_stat=float(vals.mean()))
                 row["sec_per_eval"] = float(_col(alts, f"{key} s").mean())
@@ -184,7 +193,7 @@ def _null_rows(
     fresh: dict[int, list[dict[str, float]]],
     thresholds: dict[tuple[int, str], float],
 ) -> list[dict]:
-    """Rows of the exact-coverage design ("none"): FPR on fresh nulls (pooled over dimensions) and null means."""
+    """Rows of the exact-coverage design ("none"): FPR on fresh nulls (pooled over d) and null means."""
     rows = []
     for key in (*STATS, ZTEST):
         if key == ZTEST:  # no simulated threshold: every null data set is a fresh one for the plug-in test
@@ -308,42 +317,51 @@ def _notes(rows: list[dict[str, Any]], cfg: BenchConfig, quick: bool) -> list[st
                     f"n={n}, {name}: {', '.join(beaten_by)} more powerful than ERT-L1 "
                     f"({', '.join(f'{b} {blk[b]:.2f}' for b in beaten_by)} vs {blk[METHOD]:.2f})."
                 )
-        met = sum(wins) > len(wins) / 2
         notes.append(
-            f"Target n={n}: power(ERT-L1) >= power(CovGap) on {sum(wins)}/{len(wins)} shapes -> "
-            f"{'MET' if met else 'MISSED'}."
+            verdict(
+                f"n={n}: power(ERT-L1) >= power(CovGap) on most shapes",
+                sum(wins) > len(wins) / 2,
+                f"{sum(wins)}/{len(wins)} shapes",
+            )
         )
-        fpr = next(r for r in rows if r.get("shape") == "none" and r["n"] == n and r["system"] == METHOD)
-        ok = fpr["fpr_lo"] <= cfg.level <= fpr["fpr_hi"]
+        none = {r["system"]: r for r in rows if r.get("shape") == "none" and r["n"] == n}
+        fpr, zt = none[METHOD], none[ZTEST]
         notes.append(
-            f"Target n={n}: ERT-L1 FPR on {fpr['null_sets']} fresh nulls {fpr['fpr']:.3f} "
-            f"[{fpr['fpr_lo']:.3f}, {fpr['fpr_hi']:.3f}] contains {cfg.level} -> {'MET' if ok else 'MISSED'}."
+            verdict(
+                f"n={n}: ERT-L1 FPR on fresh nulls contains {cfg.level}",
+                fpr["fpr_lo"] <= cfg.level <= fpr["fpr_hi"],
+                f"{fpr['fpr']:.3f} [{fpr['fpr_lo']:.3f}, {fpr['fpr_hi']:.3f}] on {fpr['null_sets']} sets",
+            )
         )
-        zt = next(r for r in rows if r.get("shape") == "none" and r["n"] == n and r["system"] == ZTEST)
         notes.append(
             f"n={n}: plug-in z-test FPR {zt['fpr']:.3f} [{zt['fpr_lo']:.3f}, {zt['fpr_hi']:.3f}] on "
             f"{zt['null_sets']} nulls (no simulated threshold needed)."
         )
-        null_mean = next(
-            r for r in rows if r.get("shape") == "none" and r["n"] == n and r["system"] == METHOD
-        )
         notes.append(
-            f"n={n}: null mean ERT-L1 {null_mean['mean_stat']:+.4f} (target |.| <= 0.005 -> "
-            f"{'MET' if abs(null_mean['mean_stat']) <= 0.005 else 'MISSED'}); CovGap null mean "
-            f"{next(r for r in rows if r.get('shape') == 'none' and r['n'] == n and r['system'] == 'CovGap')['mean_stat']:.4f}."
+            verdict(
+                f"n={n}: null mean |ERT-L1| <= 0.005",
+                abs(fpr["mean_stat"]) <= 0.005,
+                f"{fpr['mean_stat']:+.4f}; CovGap null mean {none['CovGap']['mean_stat']:.4f}",
+            )
         )
         bound = [r for r in power if r["n"] == n and r["system"] == METHOD]
         bad = [r["shape"] for r in bound if r["mean_stat"] > r["true_l1"] + 2 * r["se"]]
         notes.append(
-            f"n={n}: mean ERT-L1 <= true L1 + 2 SE on {len(bound) - len(bad)}/{len(bound)} shapes"
-            + (f" (exceeded: {', '.join(bad)})." if bad else ".")
+            verdict(
+                f"n={n}: mean ERT-L1 <= true L1 + 2 SE",
+                not bad,
+                f"{len(bound) - len(bad)}/{len(bound)} shapes"
+                + (f"; exceeded: {', '.join(bad)}" if bad else ""),
+            )
         )
     if "localized" in cfg.shapes and max(cfg.ns) >= 2000:
         blk = {r["system"]: r["power"] for r in power if r["n"] == 2000 and r["shape"] == "localized"}
-        ok = blk[METHOD] >= blk["CovGap"] + 0.15
         notes.append(
-            f"Target localized n=2000: power ERT-L1 {blk[METHOD]:.2f} vs CovGap {blk['CovGap']:.2f} + 0.15 "
-            f"-> {'MET' if ok else 'MISSED'}."
+            verdict(
+                "localized n=2000: power(ERT-L1) >= power(CovGap) + 0.15",
+                blk[METHOD] >= blk["CovGap"] + 0.15,
+                f"{blk[METHOD]:.2f} vs {blk['CovGap']:.2f}",
+            )
         )
     return notes
 

@@ -1,28 +1,32 @@
-"""Worst-slab coverage (WSC; Cauchois, Gupta & Duchi; Romano, Sesia & Candès; definition as in ``covmetrics``).
+"""Worst-slab coverage (WSC; Cauchois, Gupta & Duchi; Romano, Sesia & Candès; definition as in
+``covmetrics``).
 
-For a unit direction v, a slab is ``{x : a <= v.x <= b}``; WSC is the lowest empirical coverage over slabs holding
-at least ``ceil(delta * n)`` points, minimised over ``num_directions`` random directions (lower = worse; compare
-with ``1 - alpha``). In-sample WSC is biased low; ``holdout`` chooses the slab on one part of the data and reports
+For a unit direction v, a slab is ``{x : a <= v.x <= b}``; WSC is the lowest empirical coverage over slabs
+holding
+at least ``ceil(delta * n)`` points, minimised over ``num_directions`` random directions (lower = worse;
+compare
+with ``1 - alpha``). In-sample WSC is biased low; ``holdout`` chooses the slab on one part of the data and
+reports
 its coverage on the rest [reconstructed from the older WSC literature].
 
-Fast search [reconstructed, exact]: covmetrics scans every start index (O(M n^2)). With the coverage z ordered by
+Fast search [reconstructed, exact]: covmetrics scans every start index (O(M n^2)). With the coverage z ordered
+by
 the projection v.x and prefix sums P, "some window of length >= m has mean <= t" holds iff
-``min_j (P_j - t j - max_{i <= j-m} (P_i - t i)) <= 0``. Bisecting t in [0, 1], vectorised over directions, costs
-O(M n (log n + steps)). Window means are fractions with denominators <= n, so two distinct ones differ by at least
+``min_j (P_j - t j - max_{i <= j-m} (P_i - t i)) <= 0``. Bisecting t in [0, 1], vectorised over directions,
+costs
+O(M n (log n + steps)). Window means are fractions with denominators <= n, so two distinct ones differ by at
+least
 1/n^2: after ``min(40, 2 ceil(log2(n + 1)) + 2)`` steps the window found at the final t is the exact minimiser
 (matches the brute-force scan to 1e-12).
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import warnings
 from typing import NamedTuple
 
 import numpy as np
-
-logger = logging.getLogger(__name__)
 
 BISECTION_STEPS = 40
 
@@ -39,7 +43,8 @@ class Slab(NamedTuple):
 def sample_directions(num_directions: int, dim: int, seed: int = 42) -> np.ndarray:
     """``(num_directions, dim)`` directions uniform on the unit sphere.
 
-    ``RandomState(seed).randn`` is the stream covmetrics draws after ``np.random.seed(seed)``, so with the same
+    ``RandomState(seed).randn`` is the stream covmetrics draws after ``np.random.seed(seed)``, so with the
+    same
     seed both pick the same directions.
     """
     v = np.random.RandomState(seed).randn(num_directions, dim)
@@ -47,7 +52,7 @@ def sample_directions(num_directions: int, dim: int, seed: int = 42) -> np.ndarr
 
 
 def _min_window_mean(z_sorted: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per row of ``z_sorted`` (shape ``(M, n)``): lowest mean over windows of length >= m, and its [start, end)."""
+    """Per row of ``z_sorted`` ``(M, n)``: lowest mean over windows of length >= m and its [start, end)."""
     rows, n = z_sorted.shape
     prefix = np.concatenate([np.zeros((rows, 1)), np.cumsum(z_sorted, axis=1)], axis=1)  # (M, n + 1)
     steps = np.arange(n + 1, dtype=np.float64)
@@ -87,7 +92,7 @@ def worst_slab(features: np.ndarray, covered: np.ndarray, delta: float, directio
 
 
 def slab_coverage(features: np.ndarray, covered: np.ndarray, slab: Slab) -> tuple[float, int]:
-    """``(coverage, count)`` of the points of ``features`` inside ``slab`` (coverage NaN when it holds none)."""
+    """``(coverage, count)`` of the points of ``features`` inside ``slab`` (coverage NaN if it holds none)."""
     proj = features @ slab.direction
     inside = (proj >= slab.a) & (proj <= slab.b)
     count = int(inside.sum())
@@ -102,7 +107,8 @@ def worst_slab_coverage(
     seed: int = 42,
     holdout: float | None = None,
 ) -> float:
-    """WSC in-sample, or with ``holdout`` in (0, 1): slab chosen on ``1 - holdout`` of the rows (random split with
+    """WSC in-sample, or with ``holdout`` in (0, 1): slab chosen on ``1 - holdout`` of the rows (random split
+    with
     ``seed``), coverage reported on the other ``holdout`` fraction. Arrays as :func:`worst_slab`."""
     directions = sample_directions(num_directions, features.shape[1], seed)
     if holdout is None:

@@ -10,13 +10,12 @@ including MAPIE-style outputs ``y_pss`` of shape ``(n, n_classes, n_alpha)`` and
 
 from __future__ import annotations
 
-import logging
 import numbers
 from typing import Any, NamedTuple
 
 import numpy as np
 
-logger = logging.getLogger(__name__)
+from hf_ext._validation import check_int, check_probability
 
 
 def as_numpy(value: Any, name: str) -> np.ndarray:
@@ -47,7 +46,8 @@ def check_covered(covered: Any, name: str = "covered") -> np.ndarray:
     bad = np.unique(arr[(arr != 0) & (arr != 1)])
     if bad.size:
         raise ValueError(
-            f"`{name}` must hold only 0/1 (1 = label inside the prediction set), got values {bad[:5].tolist()}."
+            f"`{name}` must hold only 0/1 (1 = label inside the prediction set), "
+            f"got values {bad[:5].tolist()}."
         )
     return arr
 
@@ -69,7 +69,8 @@ def check_features(
     arr = as_numpy(features, name)
     if arr.ndim != 2:
         raise ValueError(
-            f"`{name}` must be 2-D of shape (n, d), got shape {arr.shape}. Reshape a single feature to (n, 1)."
+            f"`{name}` must be 2-D of shape (n, d), got shape {arr.shape}. "
+            "Reshape a single feature to (n, 1)."
         )
     if arr.dtype.kind not in "biuf":
         raise ValueError(f"`{name}` must be numeric, got dtype {arr.dtype}.")
@@ -117,33 +118,6 @@ def check_groups(groups: Any, n: int, name: str = "groups") -> np.ndarray:
     raise TypeError(f"`{name}` must hold integer group ids, got dtype {arr.dtype}. Encode groups as 0..G-1.")
 
 
-def check_unit_interval(value: Any, name: str) -> float:
-    """A scalar strictly inside (0, 1) (miscoverage ``alpha``, slab mass ``delta``...)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"`{name}` must be a float in (0, 1), got {value!r}.")
-    if not 0.0 < float(value) < 1.0:
-        raise ValueError(f"`{name}` must lie strictly inside (0, 1), got {value!r}.")
-    return float(value)
-
-
-def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
-    """``value`` if it is one of ``choices``; otherwise a ValueError listing them."""
-    if value not in choices:
-        raise ValueError(f"`{name}` must be one of {', '.join(repr(c) for c in choices)}; got {value!r}.")
-    return str(value)
-
-
-def check_int(value: Any, name: str, low: int, high: int | None = None) -> int:
-    """An int in ``[low, high]`` (``TypeError`` for non-ints, ``ValueError`` when out of range)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"`{name}` must be an int, got {value!r} ({type(value).__name__}).")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"`{name}` must be an int {bound}, got {value!r}.")
-    return value
-
-
 def target_vector(alpha: float, target_coverage: Any, n: int) -> np.ndarray:
     """Per-sample target coverage tau of shape ``(n,)``: ``1 - alpha`` unless ``target_coverage`` is given.
 
@@ -151,9 +125,11 @@ def target_vector(alpha: float, target_coverage: Any, n: int) -> np.ndarray:
     every value must lie strictly inside (0, 1).
     """
     if target_coverage is None:
-        return np.full(n, 1.0 - check_unit_interval(alpha, "alpha"))
+        return np.full(n, 1.0 - check_probability("alpha", alpha, low_open=True, high_open=True))
     if isinstance(target_coverage, numbers.Real) and not isinstance(target_coverage, bool):
-        return np.full(n, check_unit_interval(target_coverage, "target_coverage"))
+        return np.full(
+            n, check_probability("target_coverage", target_coverage, low_open=True, high_open=True)
+        )
     tau = check_vector(target_coverage, n, "target_coverage")
     bad = tau[(tau <= 0) | (tau >= 1)]
     if bad.size:
@@ -184,10 +160,11 @@ def _select_alpha(arr: np.ndarray, name: str, alpha_index: int | None) -> np.nda
     if alpha_index is None:
         if arr.shape[2] != 1:
             raise ValueError(
-                f"`{name}` holds {arr.shape[2]} confidence levels (shape {arr.shape}); pick one with `alpha_index`."
+                f"`{name}` holds {arr.shape[2]} confidence levels (shape {arr.shape}); "
+                "pick one with `alpha_index`."
             )
         alpha_index = 0
-    check_int(alpha_index, "alpha_index", -arr.shape[2], arr.shape[2] - 1)
+    check_int("alpha_index", alpha_index, low=-arr.shape[2], high=arr.shape[2] - 1)
     return arr[:, :, alpha_index]
 
 
@@ -209,7 +186,8 @@ def coverage_indicator(
         alpha_index: Which confidence level to use when the last axis holds several; required then.
 
     Returns:
-        ``Coverage(covered, size)``: float64 arrays of shape ``(n,)``; ``size`` is the number of classes in the
+        ``Coverage(covered, size)``: float64 arrays of shape ``(n,)``; ``size`` is the number of classes in
+        the
         set or the interval width ``upper - lower``.
 
     Raises:
@@ -261,7 +239,8 @@ def resolve_coverage(
     intervals: Any = None,
     alpha_index: int | None = None,
 ) -> Coverage:
-    """Coverage from either ``covered`` or labels + predictions (exactly one route); ``size`` is NaN for the former."""
+    """Coverage from ``covered`` or from labels + predictions (exactly one route); ``size`` is NaN for the
+    former."""
     predicted = prediction_sets is not None or intervals is not None
     if covered is not None and (predicted or y is not None):
         raise ValueError("Pass either `covered` or `y` with `prediction_sets`/`intervals`, not both.")

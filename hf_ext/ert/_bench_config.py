@@ -12,10 +12,11 @@ class BenchConfig:
 
     Attributes:
         ns: Sample sizes compared at equal n.
-        shapes: Alternative miscoverage shapes (keys of :data:`hf_ext.conformal.shapes.SHAPES`).
+        shapes: Alternative miscoverage shapes (keys of :data:`hf_ext.ert._bench_shapes.SHAPES`).
         r_null: Null data sets (p == tau) per feature dimension and n; they set each statistic's 5% threshold.
         r_alt: Alternative data sets per shape and n.
-        r_fresh: Fresh null data sets per dimension and n (other seeds) on which the false-positive rate is measured.
+        r_fresh: Fresh null data sets per dimension and n (other seeds) on which the false-positive rate is
+            measured.
         r_estimate: Data sets per shape for the estimation check (default calibrated vs bench classifier).
         estimate_shapes: Shapes of the estimation check.
         n_estimate: Sample size of the estimation check.

@@ -6,24 +6,24 @@
   scikit-learn is needed; calibration matters for the L2/KL variants (L1 only uses the side of tau).
 * ``"covmetrics"`` [paper]: the reference ``CheapLGBMClassifier`` of the ``covmetrics`` package (8 LightGBM
   models averaged + a ``probmetrics`` logistic calibrator). Needs ``covmetrics``, ``lightgbm``, ``catboost``
-  and ``probmetrics``; it opens a ``multiprocessing.Pool`` per fit, so avoid it inside DataLoader workers or DDP.
+  and ``probmetrics``; it opens a ``multiprocessing.Pool`` per fit, so avoid it inside DataLoader workers or
+  DDP.
 * Any scikit-learn classifier instance (cloned before every fit). Classifiers other than HGB generally do not
   accept NaN features.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-logger = logging.getLogger(__name__)
+from hf_ext._validation import check_choice
 
 CLASSIFIERS = ("hgb", "covmetrics")
 ISOTONIC_MIN_TRAIN = 1000
 
 
 def default_classifier(n_train: int, random_state: int | None = 42) -> Any:
-    """The calibrated gradient-boosting default (see module docstring) for a training set of ``n_train`` rows."""
+    """The calibrated gradient-boosting default (module docstring) for ``n_train`` training rows."""
     from sklearn.calibration import CalibratedClassifierCV
     from sklearn.ensemble import HistGradientBoostingClassifier
 
@@ -41,16 +41,28 @@ def check_classifier(classifier: Any) -> None:
         ValueError: an unknown name. TypeError: an object without ``fit``/``predict_proba``.
     """
     if isinstance(classifier, str):
-        if classifier not in CLASSIFIERS:
-            raise ValueError(
-                f"`classifier` must be one of {', '.join(repr(c) for c in CLASSIFIERS)} or a scikit-learn "
-                f"classifier instance; got {classifier!r}."
-            )
+        check_choice(
+            "classifier", classifier, CLASSIFIERS, hint="Or pass a scikit-learn classifier instance."
+        )
     elif not (hasattr(classifier, "fit") and hasattr(classifier, "predict_proba")):
         raise TypeError(
-            "`classifier` must implement fit and predict_proba (a scikit-learn classifier), "
-            f"got {type(classifier).__name__}."
+            "`classifier` must be a name or an object with fit and predict_proba (a scikit-learn "
+            f"classifier), got {type(classifier).__name__}."
         )
+
+
+def allows_nan(classifier: Any) -> bool:
+    """Whether ``classifier`` accepts NaN features: the default HGB does; an instance says so in its
+    scikit-learn tags; the ``"covmetrics"`` recipe is not relied on for it."""
+    check_classifier(classifier)
+    if isinstance(classifier, str):
+        return classifier == "hgb"
+    from sklearn.utils import get_tags
+
+    try:
+        return bool(get_tags(classifier).input_tags.allow_nan)
+    except (AttributeError, TypeError):  # not a scikit-learn estimator: assume it needs finite inputs
+        return False
 
 
 def make_classifier(classifier: Any, n_train: int, random_state: int | None = 42) -> Any:

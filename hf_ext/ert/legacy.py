@@ -1,11 +1,12 @@
 """Earlier conditional-coverage metrics ERT is compared with (definitions as in ``covmetrics`` 0.1.2) [paper].
 
 Convention: ``alpha`` is the miscoverage level, the target coverage is ``1 - alpha``. Inputs are float64 numpy
-arrays of shape ``(n,)`` (``covered`` in {0, 1}) validated by :mod:`hf_ext.conformal.inputs`.
+arrays of shape ``(n,)`` (``covered`` in {0, 1}) validated by :mod:`hf_ext.ert.inputs`.
 
 * CovGap: mean over non-empty groups g of ``|mean(Z_g) - (1 - alpha)|``; weighted: ``sum_g n_g/n |...|``.
 * FSC: ``min_g mean(Z_g)`` (higher is better).
-* SSC / EOC: CovGap (or the min variant) with groups = set sizes / labels, clustered into ``num_groups`` by 1-D
+* SSC / EOC: CovGap (or the min variant) with groups = set sizes / labels, clustered into ``num_groups`` by
+  1-D
   k-means when there are at least ``num_groups`` distinct values (always seeded here; covmetrics is unseeded).
 * Size-coverage Pearson correlation and HSIC (Gaussian kernels ``exp(-d^2 / sigma)``, sigma = 1,
   ``HSIC = tr(L H K H) / (m - 1)^2`` on a random subsample of at most ``max_samples`` points).
@@ -13,12 +14,9 @@ arrays of shape ``(n,)`` (``covered`` in {0, 1}) validated by :mod:`hf_ext.confo
 
 from __future__ import annotations
 
-import logging
 import warnings
 
 import numpy as np
-
-logger = logging.getLogger(__name__)
 
 REDUCTIONS = ("gap", "min")
 
@@ -44,7 +42,7 @@ def min_from_sums(counts: np.ndarray, hits: np.ndarray) -> float:
 
 
 def coverage_gap(groups: np.ndarray, covered: np.ndarray, alpha: float, weighted: bool = False) -> float:
-    """CovGap of integer ``groups`` (shape ``(n,)``); lower is better, 0 is perfect group-conditional coverage."""
+    """CovGap of integer ``groups`` ``(n,)``; lower is better, 0 is exact group-conditional coverage."""
     return gap_from_sums(*group_sums(groups, covered), alpha, weighted)
 
 
@@ -62,7 +60,8 @@ def kmeans_1d(values: np.ndarray, num_groups: int, seed: int = 0) -> np.ndarray:
 
 
 def discretize(values: np.ndarray, num_groups: int, seed: int = 0) -> np.ndarray:
-    """Group ids for set sizes or labels: their distinct values, or 1-D k-means clusters when there are at least
+    """Group ids for set sizes or labels: their distinct values, or 1-D k-means clusters when there are at
+    least
     ``num_groups`` distinct values (covmetrics' rule). Returns int64 of shape ``(n,)``."""
     uniq, inverse = np.unique(values, return_inverse=True)
     if uniq.size < num_groups:

@@ -4,7 +4,8 @@ Notation: coverage Z = 1{Y in C(X)}, target tau(X) in (0, 1) (usually 1 - alpha)
 h(X) in [0, 1]. For a proper loss l, ``ERT_l(h) = E[l(tau, Z)] - E[l(h, Z)]``; its supremum over h is
 ``E[d_l(p(X), tau(X))]`` with p the true conditional coverage, so any fitted h gives a lower bound [paper].
 
-Losses (``q`` the prediction, ``z`` the indicator, ``tau`` the target) [paper, formulas as in ``covmetrics.losses``]:
+Losses (``q`` the prediction, ``z`` the indicator, ``tau`` the target) [paper, formulas as in
+``covmetrics.losses``]:
 
 * ``"l1"``: ``sign(q - tau) * (tau - z)`` (only the side of tau matters; the constant predictor scores 0).
   ERT-L1 <= E|p - tau|.
@@ -20,15 +21,12 @@ torch tensors (it is the differentiable training-time monitor behind ``ert_from_
 
 from __future__ import annotations
 
-import logging
 import warnings
 from typing import Any
 
 import numpy as np
 
-from hf_ext.conformal.inputs import check_choice, check_int
-
-logger = logging.getLogger(__name__)
+from hf_ext._validation import check_choice, check_int
 
 LOSSES = ("l1", "l2", "kl")
 SIDES = ("both", "over", "under")
@@ -49,15 +47,14 @@ def _xp(q: Any) -> Any:
 
 def pointwise_loss(q: Any, z: Any, tau: Any, loss: str) -> Any:
     """Loss ``l(q, z)`` per sample; ``tau`` is only used by ``"l1"``. Same type (numpy/torch) as ``q``."""
+    check_choice("loss", loss, LOSSES)
     xp = _xp(q)
     if loss == "l1":
         return xp.sign(q - tau) * (tau - z)
     if loss == "l2":
         return (q - z) ** 2
-    if loss == "kl":
-        qc = xp.clip(q, LOG_EPS, 1 - LOG_EPS)
-        return -z * xp.log(qc) - (1 - z) * xp.log(1 - qc)
-    raise ValueError(f"`loss` must be one of {', '.join(repr(c) for c in LOSSES)}; got {loss!r}.")
+    qc = xp.clip(q, LOG_EPS, 1 - LOG_EPS)
+    return -z * xp.log(qc) - (1 - z) * xp.log(1 - qc)
 
 
 def per_sample_excess_risk(h: Any, z: Any, tau: Any, loss: str = "l1", side: str = "both") -> Any:
@@ -70,8 +67,8 @@ def per_sample_excess_risk(h: Any, z: Any, tau: Any, loss: str = "l1", side: str
         loss: ``"l1"``, ``"l2"`` or ``"kl"``.
         side: ``"both"``, ``"over"`` or ``"under"``.
     """
-    check_choice(side, "side", SIDES)
-    check_choice(loss, "loss", LOSSES)
+    check_choice("side", side, SIDES)
+    check_choice("loss", loss, LOSSES)
     xp = _xp(h)
     if xp is np:
         tau = np.broadcast_to(np.asarray(tau, dtype=np.float64), np.shape(h))
@@ -86,8 +83,10 @@ def per_sample_excess_risk(h: Any, z: Any, tau: Any, loss: str = "l1", side: str
 def ert_table(h: np.ndarray, z: np.ndarray, tau: np.ndarray, fold_id: np.ndarray) -> dict[str, Any]:
     """All nine ERT values from held-out predictions.
 
-    Each fold's value is the mean per-sample excess risk on that fold; the result is the unweighted mean of fold
-    values, as ``covmetrics.ERT.evaluate`` (the paper may weight by fold size [reconstructed]; KFold sizes differ
+    Each fold's value is the mean per-sample excess risk on that fold; the result is the unweighted mean of
+    fold
+    values, as ``covmetrics.ERT.evaluate`` (the paper may weight by fold size [reconstructed]; KFold sizes
+    differ
     by at most one).
 
     Args:
@@ -111,7 +110,7 @@ def ert_table(h: np.ndarray, z: np.ndarray, tau: np.ndarray, fold_id: np.ndarray
 
 
 def positive_proba(model: Any, X: np.ndarray) -> np.ndarray:
-    """``P(covered = 1 | x)`` from a fitted classifier: the ``predict_proba`` column of class 1, shape ``(n,)``."""
+    """``P(covered = 1 | x)`` of a fitted classifier: its ``predict_proba`` column of class 1, ``(n,)``."""
     proba = np.asarray(model.predict_proba(X), dtype=np.float64)
     classes = list(model.classes_)
     if 1 in classes:
@@ -128,7 +127,7 @@ def cross_fit_predictions(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Out-of-fold coverage predictions with ``KFold(n_splits, shuffle=True, random_state)`` [paper].
 
-    A fresh classifier (see :func:`hf_ext.conformal.classifiers.make_classifier`) is fitted on each training
+    A fresh classifier (see :func:`hf_ext.ert.classifiers.make_classifier`) is fitted on each training
     part and predicts the held-out part. A training part holding a single class predicts its constant rate.
 
     Args:
@@ -143,14 +142,14 @@ def cross_fit_predictions(
     """
     from sklearn.model_selection import KFold
 
-    from hf_ext.conformal.classifiers import make_classifier
+    from hf_ext.ert.classifiers import make_classifier
 
     n = covered.shape[0]
-    check_int(n_splits, "n_splits", 2, n)
+    check_int("n_splits", n_splits, low=2, high=n)
     if n / n_splits < MIN_PER_FOLD:
         warnings.warn(
-            f"only {n // n_splits} samples per held-out fold (n={n}, n_splits={n_splits}); ERT estimates are noisy "
-            f"below {MIN_PER_FOLD}.",
+            f"only {n // n_splits} samples per held-out fold (n={n}, n_splits={n_splits}); ERT estimates "
+            f"are noisy below {MIN_PER_FOLD}.",
             UserWarning,
             stacklevel=3,
         )
@@ -178,7 +177,8 @@ def cross_fit_ert(
     n_splits: int = 5,
     random_state: int = 42,
 ) -> dict[str, Any]:
-    """Cross-fitted ERT for all losses and sides (arguments as :func:`cross_fit_predictions`, ``tau`` of shape ``(n,)``).
+    """Cross-fitted ERT for all losses and sides (arguments as :func:`cross_fit_predictions`, ``tau`` of shape
+    ``(n,)``).
 
     All-covered or all-uncovered data carries no information about conditional coverage: a warning is raised
     and every value is 0.
@@ -189,7 +189,7 @@ def cross_fit_ert(
             UserWarning,
             stacklevel=3,
         )
-        check_int(n_splits, "n_splits", 2, covered.shape[0])
+        check_int("n_splits", n_splits, low=2, high=covered.shape[0])
         out: dict[str, Any] = dict.fromkeys(KEYS, 0.0)
         out["fold_values"] = np.zeros((n_splits, len(KEYS)))
         return out
