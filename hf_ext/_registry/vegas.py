@@ -37,8 +37,11 @@ METHOD = MethodInfo(
         "draft KV rollback with cache.crop instead of vLLM slot overwrite",
         "StreamingLLM window token-aligned instead of vLLM block-aligned",
         "Quest baseline (project baseline from the Quest paper, not in the Vegas code)",
-        "compact draft buffer gathered once per verify (issue requirement; vLLM uses a page table)",
+        "compact draft buffer gathered once per verify (vLLM reads through a page table)",
         "batch > 1 not implemented (raises NotImplementedError)",
     ),
-    note="Lossless: greedy output equals generate(do_sample=False); sampling uses the speculative rejection rule.",
+    note=(
+        "Lossless: greedy output equals generate(do_sample=False); sampling uses the speculative "
+        "rejection rule."
+    ),
 )

@@ -1,4 +1,4 @@
-"""transformers decoding strategies (``model.generate(..., custom_generate=...)``), served lazily from the registry.
+"""transformers decoding strategies (``model.generate(..., custom_generate=...)``), served from the registry.
 
 ``from hf_ext.generation import VegasConfig, vegas_generate`` imports transformers on first use only.
 """

@@ -1,4 +1,4 @@
-"""K1: decode attention over a gathered subset of a KV cache, plus the compact-buffer gather (Vegas drafts).
+"""Decode attention over a gathered subset of a KV cache, plus the compact-buffer gather (Vegas drafts).
 
 Shapes (``B`` batch, ``H_q``/``H_kv`` query/KV heads, ``N`` cache length, ``D`` head size):
 
@@ -7,12 +7,13 @@ Shapes (``B`` batch, ``H_q``/``H_kv`` query/KV heads, ``N`` cache length, ``D`` 
   draft tail). Vegas calls it once per verify.
 * ``gathered_decode_attention(q, k, v, idx, scale=, length=)``: ``q`` ``[B, H_q, 1, D]``; ``idx`` ``[B, n]``
   (shared by the heads), ``[B, H_kv, n]`` (per KV head, Quest) or ``None`` (compact mode: attend to the first
-  ``length`` rows of ``k``/``v``). Returns ``out`` ``[B, H_q, 1, D]`` (dtype of ``q``) and ``lse`` ``[B, H_q]``
-  (fp32): ``out = softmax(scale * q k[idx]^T) v[idx]`` and ``lse = logsumexp(scale * q k[idx]^T)``.
+  ``length`` rows of ``k``/``v``). Returns ``out`` ``[B, H_q, 1, D]`` (dtype of ``q``) and ``lse`` ``[B,
+  H_q]`` (fp32): ``out = softmax(scale * q k[idx]^T) v[idx]`` and ``lse = logsumexp(scale * q k[idx]^T)``.
 
 The Triton kernels are built by a cached factory on first use (never at import) so that ``TRITON_INTERPRET=1``
 is read at that moment. One program per (batch, KV head) serves its ``H_q / H_kv`` query rows, loops over the
-indices in chunks of ``BLOCK_N`` and keeps an fp32 online softmax. Split-K (flash-decoding) is not implemented.
+indices in chunks of ``BLOCK_N`` and keeps an fp32 online softmax. Split-K (flash-decoding) is not
+implemented.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def _check_kv(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError(f"`q` must be [B, H_q, 1, D], got {tuple(q.shape)}.")
     if q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1]:
         raise ValueError(
-            f"`q` {tuple(q.shape)} and `k` {tuple(k.shape)} must agree on batch (dim 0) and head size (dim 3)."
+            f"`q` {tuple(q.shape)} and `k` {tuple(k.shape)} must agree on batch (dim 0) and head size "
+            "(dim 3)."
         )
     if q.shape[1] % k.shape[1]:
         raise ValueError(f"H_q={q.shape[1]} (from `q`) must be a multiple of H_kv={k.shape[1]} (from `k`).")
@@ -126,9 +128,23 @@ def _triton_gather_kv(
     v_c = v.new_empty(b, h, capacity, d)
     grid = (b * h, triton.cdiv(n, BLOCK_N))
     _triton_gather_kernel()[grid](
-        k, v, idx, k_c, v_c, n, h, k.stride(0), k.stride(1), k.stride(2), idx.stride(0),
-        k_c.stride(0), k_c.stride(1), k_c.stride(2), D=d, BLOCK=BLOCK_N,
-    )  # fmt: skip
+        k,
+        v,
+        idx,
+        k_c,
+        v_c,
+        n,
+        h,
+        k.stride(0),
+        k.stride(1),
+        k.stride(2),
+        idx.stride(0),
+        k_c.stride(0),
+        k_c.stride(1),
+        k_c.stride(2),
+        D=d,
+        BLOCK=BLOCK_N,
+    )
     return k_c, v_c
 
 
@@ -194,10 +210,30 @@ def _triton_decode_kernel() -> Any:
 
     @triton.jit
     def kernel(
-        Q, K, V, IDX, OUT, LSE, n, scale,
-        sqb, sqh, skb, skh, skn, sib, sih, sob, soh, slb,
-        G: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr, HAS_IDX: tl.constexpr,
-    ):  # fmt: skip
+        Q,
+        K,
+        V,
+        IDX,
+        OUT,
+        LSE,
+        n,
+        scale,
+        sqb,
+        sqh,
+        skb,
+        skh,
+        skn,
+        sib,
+        sih,
+        sob,
+        soh,
+        slb,
+        G: tl.constexpr,
+        GP: tl.constexpr,
+        D: tl.constexpr,
+        BLOCK: tl.constexpr,
+        HAS_IDX: tl.constexpr,
+    ):
         b = tl.program_id(0)
         hk = tl.program_id(1)
         g = tl.arange(0, GP)
@@ -255,11 +291,30 @@ def _triton_gathered_decode_attention(
         n = idx_t.shape[-1]
         sib, sih = idx_t.stride(0), (idx_t.stride(1) if idx_t.dim() == 3 else 0)
     _triton_decode_kernel()[(b, h_kv)](
-        q, k, v, idx_t, out, lse, n, float(scale),
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), sib, sih,
-        out.stride(0), out.stride(1), lse.stride(0),
-        G=g, GP=triton.next_power_of_2(g), D=d, BLOCK=BLOCK_N, HAS_IDX=idx is not None,
-    )  # fmt: skip
+        q,
+        k,
+        v,
+        idx_t,
+        out,
+        lse,
+        n,
+        float(scale),
+        q.stride(0),
+        q.stride(1),
+        k.stride(0),
+        k.stride(1),
+        k.stride(2),
+        sib,
+        sih,
+        out.stride(0),
+        out.stride(1),
+        lse.stride(0),
+        G=g,
+        GP=triton.next_power_of_2(g),
+        D=d,
+        BLOCK=BLOCK_N,
+        HAS_IDX=idx is not None,
+    )
     return out, lse
 
 

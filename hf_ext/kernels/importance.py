@@ -1,18 +1,18 @@
-"""K2 ``verify_importance`` and K3 ``masked_topk``: Vegas's selection from the verify pass's own scores.
+"""``verify_importance`` and ``masked_topk``: Vegas's selection from the verify pass's own scores.
 
 * ``verify_importance(q_rows, k, valid_len, scale, mode)``: ``q_rows`` ``[B, H_q, R, D]`` (``R`` in {1, 2}),
-  ``k`` ``[B, H_kv, N, D]`` -> ``imp`` ``[B, valid_len]`` (fp32). Row 0 sees keys ``[0, valid_len)``, row ``R-1``
-  sees ``[0, N)``. ``mode="weight"``: ``exp(scale q.k - lse_row)`` (the row's softmax probability, lse over its
-  visible range); ``mode="logit"``: ``scale q.k``. The result is the mean over all ``H_q`` heads and ``R`` rows,
-  restricted to ``[0, valid_len)`` [paper semantics: the two score rows plus ``varlen_reduce``].
+  ``k`` ``[B, H_kv, N, D]`` -> ``imp`` ``[B, valid_len]`` (fp32). Row 0 sees keys ``[0, valid_len)``, row
+  ``R-1`` sees ``[0, N)``. ``mode="weight"``: ``exp(scale q.k - lse_row)`` (the row's softmax probability, lse
+  over its visible range); ``mode="logit"``: ``scale q.k``. The result is the mean over all ``H_q`` heads and
+  ``R`` rows, restricted to ``[0, valid_len)`` [paper semantics: the two score rows plus ``varlen_reduce``].
 * ``masked_topk(imp, k)``: ``imp`` ``[B, L]`` -> ascending indices ``[B, min(k, L)]`` of the largest scores
   [paper semantics: ``varlen_topk``].
 
-Triton: K2 runs two passes (per-row LSE, then one program per key chunk looping over heads and rows, no
-atomics). K3 is a radix select on the order-preserving int32 image of the fp32 scores with radix 2 (32
-compare-and-``tl.sum`` passes find the k-th largest value; the spec suggests 4 passes of 8-bit digits, an
-equivalent amount of counting), then one compaction pass writing indices above the threshold plus the
-lowest-index ties, in ascending order, via ``tl.cumsum``. Kernels are built lazily on first use.
+Triton: ``verify_importance`` runs two passes (per-row LSE, then one program per key chunk looping over heads
+and rows, no atomics). ``masked_topk`` is a radix select on the order-preserving int32 image of the fp32
+scores with radix 2 (32 compare-and-``tl.sum`` passes find the k-th largest value; 4 passes of 8-bit digits
+would do an equivalent amount of counting), then one compaction pass writing indices above the threshold plus
+the lowest-index ties, in ascending order, via ``tl.cumsum``. Kernels are built lazily on first use.
 """
 
 from __future__ import annotations
@@ -60,8 +60,13 @@ def _reference_verify_importance(
     logits = torch.matmul(q_rows.float().view(b, h_kv, g * r, d), k.float().transpose(-1, -2)) * scale
     logits = logits.view(b, h_q, r, n)
     if mode == "weight":  # each row's lse over its own visible range, then its weights on [0, valid_len)
-        lse = torch.stack([torch.logsumexp(logits[:, :, i, :lim], dim=-1) for i, lim in
-                           enumerate(_row_limits(r, valid_len, n))], dim=-1)  # fmt: skip
+        lse = torch.stack(
+            [
+                torch.logsumexp(logits[:, :, i, :lim], dim=-1)
+                for i, lim in enumerate(_row_limits(r, valid_len, n))
+            ],
+            dim=-1,
+        )
         return torch.exp(logits[..., :valid_len] - lse[..., None]).mean(dim=(1, 2))
     return logits[..., :valid_len].mean(dim=(1, 2))
 
@@ -72,8 +77,25 @@ def _triton_importance_kernels() -> tuple[Any, Any]:
     import triton.language as tl
 
     @triton.jit
-    def lse_kernel(Q, K, LSE, n, valid_len, scale, sqb, sqh, sqr, skb, skh, skn,
-                   H: tl.constexpr, R: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+    def lse_kernel(
+        Q,
+        K,
+        LSE,
+        n,
+        valid_len,
+        scale,
+        sqb,
+        sqh,
+        sqr,
+        skb,
+        skh,
+        skn,
+        H: tl.constexpr,
+        R: tl.constexpr,
+        G: tl.constexpr,
+        D: tl.constexpr,
+        BLOCK: tl.constexpr,
+    ):
         b = tl.program_id(0)
         hr = tl.program_id(1)
         h = hr // R
@@ -96,9 +118,27 @@ def _triton_importance_kernels() -> tuple[Any, Any]:
         tl.store(LSE + (b * H + h) * R + r, m + tl.log(s_sum))
 
     @triton.jit
-    def reduce_kernel(Q, K, LSE, OUT, valid_len, scale, sqb, sqh, sqr, skb, skh, skn, sob,
-                      H: tl.constexpr, R: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BLOCK: tl.constexpr,
-                      WEIGHT: tl.constexpr):  # fmt: skip
+    def reduce_kernel(
+        Q,
+        K,
+        LSE,
+        OUT,
+        valid_len,
+        scale,
+        sqb,
+        sqh,
+        sqr,
+        skb,
+        skh,
+        skn,
+        sob,
+        H: tl.constexpr,
+        R: tl.constexpr,
+        G: tl.constexpr,
+        D: tl.constexpr,
+        BLOCK: tl.constexpr,
+        WEIGHT: tl.constexpr,
+    ):
         b = tl.program_id(0)
         offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         ok = offs < valid_len
@@ -140,8 +180,18 @@ def _triton_verify_importance(
         lse_kernel[(b, h_q * r)](q_rows, k, lse, n, valid_len, float(scale), *strides, **common)
     out = torch.empty(b, valid_len, dtype=torch.float32, device=k.device)
     grid = (b, triton.cdiv(valid_len, BLOCK_N))
-    reduce_kernel[grid](q_rows, k, lse, out, valid_len, float(scale), *strides, out.stride(0), WEIGHT=mode == "weight",
-                        **common)  # fmt: skip
+    reduce_kernel[grid](
+        q_rows,
+        k,
+        lse,
+        out,
+        valid_len,
+        float(scale),
+        *strides,
+        out.stride(0),
+        WEIGHT=mode == "weight",
+        **common,
+    )
     return out
 
 
@@ -157,7 +207,8 @@ def verify_importance(
     """Per-position importance of the cache ``[0, valid_len)`` from one or two query rows.
 
     Args:
-        q_rows: ``[B, H_q, R, D]``, ``R`` in {1, 2}; row 0 sees ``[0, valid_len)``, row ``R-1`` sees ``[0, N)``.
+        q_rows: ``[B, H_q, R, D]``, ``R`` in {1, 2}; row 0 sees ``[0, valid_len)``, row ``R-1`` sees ``[0,
+            N)``.
         k: Post-RoPE keys ``[B, H_kv, N, D]``.
         valid_len: Number of leading positions to score.
         scale: Softmax scale.
@@ -255,7 +306,8 @@ def masked_topk(imp: torch.Tensor, k: int, *, backend: str = "auto") -> torch.Te
         backend: ``"auto"``, ``"torch"`` or ``"triton"``.
 
     Returns:
-        int64 ``[B, min(k, L)]``, unique, ascending. Ties at the threshold: any (torch) or lowest index (Triton).
+        int64 ``[B, min(k, L)]``, unique, ascending. Ties at the threshold: any (torch) or lowest index
+        (Triton).
 
     Example:
         >>> masked_topk(torch.tensor([[0.1, 0.9, 0.3, 0.8]]), 2).tolist()

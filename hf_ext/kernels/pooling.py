@@ -1,4 +1,4 @@
-"""K7 ``pooled_tile_scores``: tile-level attention logits from mean-pooled queries and keys (torch only).
+"""``pooled_tile_scores``: tile-level attention logits from mean-pooled queries and keys (torch only).
 
 Used by EchoAttention (reconstructed; not verified against the paper) to estimate which attention tiles
 matter before any exact tile is computed. Cost: ``2*S*D`` for pooling plus ``2*n_q*n_k*D`` for the matmul.

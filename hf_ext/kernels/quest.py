@@ -1,4 +1,4 @@
-"""K4: Quest-style page metadata and page scores (the query-aware top-k baseline of Vegas's benchmark).
+"""Quest-style page metadata and page scores (the query-aware top-k baseline of Vegas's benchmark).
 
 * ``page_minmax(k, page=16)``: keys ``[B, H_kv, N, D]`` -> ``(kmin, kmax)`` ``[B, H_kv, N // page, D]``, the
   per-channel minimum and maximum of each *complete* page.
@@ -6,7 +6,7 @@
   ``score = sum_d max(q_d * min_d, q_d * max_d)`` (an upper bound of ``q.k`` inside the page), summed over the
   query heads of each KV head's group.
 
-Torch only (cost ``O(N / page * D)``), as the kernels spec asks.
+Torch only (cost ``O(N / page * D)``).
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ def quest_page_scores(q: torch.Tensor, kmin: torch.Tensor, kmax: torch.Tensor) -
 
     Example:
         >>> q = torch.tensor([1.0, -2.0]).view(1, 1, 1, 2)
-        >>> quest_page_scores(q, torch.tensor([0.0, -1.0]).view(1, 1, 1, 2), torch.tensor([2.0, 3.0]).view(1, 1, 1, 2))
-        tensor([[[4.]]])
+        >>> quest_page_scores(q, torch.tensor([0.0, -1.0]).view(1, 1, 1, 2), torch.tensor([2.0, 3.0]).view(1,
+        1, 1, 2)) tensor([[[4.]]])
     """
     if q.dim() != 4 or q.shape[2] != 1:
         raise ValueError(f"`q` must be [B, H_q, 1, D], got shape {tuple(q.shape)}.")

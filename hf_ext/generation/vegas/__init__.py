@@ -1,5 +1,12 @@
-"""Vegas (arXiv 2602.07223): self-speculative decoding whose draft reads a KV subset chosen by the verify pass.
+"""Vegas (arXiv 2602.07223): self-speculative decoding whose draft reads a KV subset chosen by the verify
+pass.
 
 Modules: ``config`` (``VegasConfig``), ``core`` (budget, scores, selectors), ``attention`` (the registered
-``"hf_ext_vegas"`` attention and its state), ``generate`` (``vegas_generate``), ``bench`` (``hf-ext bench vegas``).
+``"hf_ext_vegas"`` attention and its state), ``generate`` (``vegas_generate``), ``bench`` (``hf-ext bench
+vegas``).
+Public names are served lazily: ``from hf_ext.generation.vegas import VegasConfig`` imports no host.
 """
+
+from hf_ext._lazy import lazy_package
+
+__getattr__, __dir__ = lazy_package(__name__)

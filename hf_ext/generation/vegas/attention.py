@@ -33,11 +33,13 @@ MODES = ("prefill", "draft", "verify")
 class CompactLayer(CacheLayerMixin):
     """One global layer's draft KV: ``n_selected`` gathered entries, then the recent tail, in one buffer.
 
-    ``keys``/``values`` are ``[B, H_kv, capacity, D]``; rows ``[0, length)`` are live. ``update`` appends in place
-    (growing the buffer only if a draft outruns the capacity reserved at the verify).
+    ``keys``/``values`` are ``[B, H_kv, capacity, D]``; rows ``[0, length)`` are live. ``update`` appends in
+    place (growing the buffer only if a draft outruns the capacity reserved at the verify).
     """
 
     is_sliding = False
+    keys: torch.Tensor
+    values: torch.Tensor
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, n_selected: int, length: int) -> None:
         super().__init__()
@@ -98,7 +100,7 @@ class VegasState:
 
     # ---------------------------------------------------------------- called by the decoding loop
     def draft_cache(self, cache: Cache) -> Cache:
-        """A cache view for draft forwards: global layers -> compact buffers, sliding layers -> the real layers."""
+        """A cache view for draft forwards: global layers -> compact buffers, sliding layers -> real ones."""
         layers = [self.compact.get(i, layer) for i, layer in enumerate(cache.layers)]
         return Cache(layers=layers)
 
@@ -134,8 +136,16 @@ class VegasState:
         sel = self._selector(layer_idx)
         dev = key.device
         if sel == "vegas":
-            idx = vegas_indices(query, key, prefill=prefill, valid_len=valid, k=k, scale=scale, mode=cfg.score_mode,
-                                backend=cfg.backend)  # fmt: skip
+            idx = vegas_indices(
+                query,
+                key,
+                prefill=prefill,
+                valid_len=valid,
+                k=k,
+                scale=scale,
+                mode=cfg.score_mode,
+                backend=cfg.backend,
+            )
         elif sel == "streamingllm":
             idx = streamingllm_indices(
                 valid, n_keys, cfg.sparse_ratio, cfg.min_tokens, cfg.sink_tokens, cfg.page_size
@@ -152,26 +162,30 @@ class VegasState:
         if rows.shape[1]:
             k_c, v_c = gather_kv(key, value, rows, capacity, backend=cfg.backend)
         else:
-            k_c, v_c = key.new_empty(*key.shape[:2], capacity, key.shape[3]), value.new_empty(*key.shape[:2], capacity,
-                                                                                              key.shape[3])  # fmt: skip
+            k_c, v_c = (
+                key.new_empty(*key.shape[:2], capacity, key.shape[3]),
+                value.new_empty(*key.shape[:2], capacity, key.shape[3]),
+            )
         self.compact[layer_idx] = CompactLayer(k_c, v_c, n_selected=idx.shape[1], length=rows.shape[1])
         self.valid_len, self.budget = valid, k
 
     def draft_attention(
         self, layer_idx: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float
     ) -> torch.Tensor:
-        """Decode attention of one draft query over the compact buffer (``key``/``value``): ``[B, H_q, 1, D]``."""
+        """One draft query attending to the compact buffer ``key``/``value``: ``[B, H_q, 1, D]``."""
         backend = self.config.backend
         out, lse = gathered_decode_attention(query, key, value, None, scale=scale, backend=backend)
         read = key.shape[2]
         pages = self.pages.get(layer_idx) if self._selector(layer_idx) == "quest" else None
-        if pages is not None and pages.n_pages:
-            idx = pages.select(query, self.budget)
+        idx = pages.select(query, self.budget) if pages is not None else None
+        if pages is not None and idx is not None:
             full_k, full_v = self.full_kv[layer_idx]
             out_p, lse_p = gathered_decode_attention(query, full_k, full_v, idx, scale=scale, backend=backend)
             lse_all = torch.logaddexp(lse, lse_p)
-            out = (torch.exp(lse - lse_all)[..., None, None] * out.float()
-                   + torch.exp(lse_p - lse_all)[..., None, None] * out_p.float()).to(query.dtype)  # fmt: skip
+            out = (
+                torch.exp(lse - lse_all)[..., None, None] * out.float()
+                + torch.exp(lse_p - lse_all)[..., None, None] * out_p.float()
+            ).to(query.dtype)
             read += idx.shape[-1]
             self.selection_entries += 2 * pages.n_pages
         self.entries["draft"] += read
@@ -192,8 +206,8 @@ def vegas_attention_forward(
 ) -> tuple[torch.Tensor, None]:
     """Attention with the signature of ``transformers.integrations.sdpa_attention.sdpa_attention_forward``.
 
-    Shapes: ``query`` ``[B, H_q, q, D]``; ``key``/``value`` ``[B, H_kv, N, D]`` post-RoPE, after the cache update.
-    Returns ``([B, q, H_q, D], None)`` like SDPA.
+    Shapes: ``query`` ``[B, H_q, q, D]``; ``key``/``value`` ``[B, H_kv, N, D]`` post-RoPE, after the cache
+    update. Returns ``([B, q, H_q, D], None)`` like SDPA.
 
     Raises:
         TypeError: ``module`` has no ``layer_idx`` (the selection is stored per layer).
@@ -203,21 +217,24 @@ def vegas_attention_forward(
     layer_idx = getattr(module, "layer_idx", None)
     if vegas_state is not None and not isinstance(layer_idx, int):
         raise TypeError(
-            f"Vegas needs attention modules with an int `layer_idx`; {type(module).__name__} has {layer_idx!r}."
+            f"Vegas needs attention modules with an int `layer_idx`; {type(module).__name__} has "
+            f"{layer_idx!r}."
         )
     if vegas_state is None or layer_idx not in vegas_state.global_layers:
         if vegas_state is not None and vegas_mode in ("draft", "verify"):
             vegas_state.entries[vegas_mode] += key.shape[2]
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      **kwargs)  # fmt: skip
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     if vegas_mode == "draft":
         out = vegas_state.draft_attention(layer_idx, query, key, value, scale)
         return out.transpose(1, 2).contiguous(), None
     if vegas_mode not in ("prefill", "verify"):
         raise ValueError(f"`vegas_mode` must be one of {MODES}, got {vegas_mode!r}.")
-    out, _ = sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                    **kwargs)  # fmt: skip
+    out, _ = sdpa_attention_forward(
+        module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+    )
     vegas_state.entries[vegas_mode] += key.shape[2]
     vegas_state.refresh(layer_idx, query, key, value, scale, prefill=vegas_mode == "prefill")
     return out, None

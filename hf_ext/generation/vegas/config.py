@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hf_ext._registry import paper
+from hf_ext._validation import check_choice, check_float, check_int
+from hf_ext.kernels._dispatch import BACKENDS
 
 SELECTORS = ("vegas", "streamingllm", "quest", "full")
 SCORE_MODES = ("weight", "logit")
@@ -19,12 +21,12 @@ class VegasConfig:
 
     Args:
         num_draft_tokens (`int`, *optional*, defaults to 6): Draft tokens gamma per iteration.
-        sparse_ratio (`float`, *optional*, defaults to 0.07): Budget ratio rho in ``(0, 1]``; per global layer the
-            draft reads ``k = min(clamp(ceil(seqlen * rho), min_tokens, M), valid_len)`` selected entries plus the
-            recent tail, with ``M = max(ceil(max_length * rho), min_tokens)``.
+        sparse_ratio (`float`, *optional*, defaults to 0.07): Budget ratio rho in ``(0, 1]``; per global layer
+            the draft reads ``k = min(clamp(ceil(seqlen * rho), min_tokens, M), valid_len)`` selected entries
+            plus the recent tail, with ``M = max(ceil(max_length * rho), min_tokens)``.
         min_tokens (`int`, *optional*, defaults to 256): Budget floor m.
-        score_mode (`str`, *optional*, defaults to ``"weight"``): ``"weight"`` (softmax probability per score row)
-            or ``"logit"`` (scaled logit), pooled by a mean over heads and rows.
+        score_mode (`str`, *optional*, defaults to ``"weight"``): ``"weight"`` (softmax probability per score
+            row) or ``"logit"`` (scaled logit), pooled by a mean over heads and rows.
         selector (`str`, *optional*, defaults to ``"vegas"``): ``"vegas"`` (verify scores), ``"streamingllm"``
             (sink + window), ``"quest"`` (per-draft-step page top-k) or ``"full"`` (oracle, whole cache).
         sink_tokens (`int`, *optional*, defaults to 16): StreamingLLM sink block (vLLM's block size).
@@ -53,17 +55,14 @@ class VegasConfig:
     backend: str = field(default="auto", metadata={"help": "Kernel backend: 'auto', 'torch' or 'triton'."})
 
     def __post_init__(self) -> None:
-        for name, low in (("num_draft_tokens", 1), ("min_tokens", 1), ("sink_tokens", 0), ("page_size", 1),
-                          ("quest_dense_layers", 0)):  # fmt: skip
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"`{name}` must be an int >= {low}, got {value!r}.")
-        r = self.sparse_ratio
-        if isinstance(r, bool) or not isinstance(r, int | float) or not 0 < r <= 1:
-            raise ValueError(f"`sparse_ratio` must be a float in (0, 1], got {r!r}. E.g. sparse_ratio=0.07.")
-        if self.score_mode not in SCORE_MODES:
-            raise ValueError(f"`score_mode` must be one of {SCORE_MODES}, got {self.score_mode!r}.")
-        if self.selector not in SELECTORS:
-            raise ValueError(f"`selector` must be one of {SELECTORS}, got {self.selector!r}.")
-        if self.backend not in ("auto", "torch", "triton"):
-            raise ValueError(f"`backend` must be one of ('auto', 'torch', 'triton'), got {self.backend!r}.")
+        self.num_draft_tokens = check_int("num_draft_tokens", self.num_draft_tokens, low=1)
+        self.sparse_ratio = check_float(
+            "sparse_ratio", self.sparse_ratio, low=0, high=1, low_open=True, hint="E.g. sparse_ratio=0.07."
+        )
+        self.min_tokens = check_int("min_tokens", self.min_tokens, low=1)
+        self.score_mode = check_choice("score_mode", self.score_mode, SCORE_MODES)
+        self.selector = check_choice("selector", self.selector, SELECTORS)
+        self.sink_tokens = check_int("sink_tokens", self.sink_tokens, low=0)
+        self.page_size = check_int("page_size", self.page_size, low=1)
+        self.quest_dense_layers = check_int("quest_dense_layers", self.quest_dense_layers, low=0)
+        self.backend = check_choice("backend", self.backend, BACKENDS)

@@ -49,7 +49,7 @@ def vegas_indices(
     mode: str,
     backend: str = "auto",
 ) -> torch.Tensor:
-    """Vegas selection: top-``k`` of the head- and row-averaged scores over ``[0, valid_len)`` -> ``[B, k]``."""
+    """Vegas selection: top-``k`` of the head- and row-mean scores over ``[0, valid_len)``: ``[B, k]``."""
     imp = verify_importance(score_rows(query, prefill), key, valid_len, scale, mode, backend=backend)
     return masked_topk(imp, k, backend=backend)
 
@@ -101,7 +101,7 @@ class QuestPages:
         self.kmax = kmax if self.kmax is None else torch.cat([self.kmax, kmax], dim=2)
 
     def select(self, query: torch.Tensor, k: int) -> torch.Tensor | None:
-        """Token positions of the top ``ceil(k / page)`` pages per KV head: ``[B, H_kv, n]`` (``None`` if no page)."""
+        """Positions of the top ``ceil(k / page)`` pages per KV head ``[B, H_kv, n]`` (``None``: no page)."""
         if self.kmin is None or self.kmax is None:
             return None
         scores = quest_page_scores(query, self.kmin, self.kmax)

@@ -10,15 +10,15 @@ sampling uses the speculative rejection rule (arXiv 2211.17192) so the output di
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
 from transformers.generation.utils import GenerateDecoderOnlyOutput, _speculative_sampling
 
 from hf_ext._registry import paper
+from hf_ext.benchmarking import Timer
 from hf_ext.generation.vegas.attention import VegasState, register_vegas_attention
 from hf_ext.generation.vegas.config import VegasConfig
 
@@ -103,11 +103,14 @@ def _check_inputs(model: Any, input_ids: Any, generation_config: Any, model_kwar
         )
     for m in model.modules():
         if type(m).__name__.endswith("Attention") and not isinstance(getattr(m, "layer_idx", None), int):
-            raise TypeError(f"Vegas needs attention modules with an int `layer_idx` (the selection is per layer); "
-                            f"{type(m).__name__} has {getattr(m, 'layer_idx', None)!r}.")  # fmt: skip
+            raise TypeError(
+                f"Vegas needs attention modules with an int `layer_idx` (the selection is per layer); "
+                f"{type(m).__name__} has {getattr(m, 'layer_idx', None)!r}."
+            )
     if input_ids.shape[0] != 1:
         raise NotImplementedError(
-            f"Vegas decodes one sequence at a time (per-sequence acceptance for batch > 1 is not implemented); got "
+            f"Vegas decodes one sequence at a time (per-sequence acceptance for batch > 1 is not "
+            f"implemented); got "
             f"batch size {input_ids.shape[0]}. Loop over prompts instead."
         )
     if generation_config.output_attentions or generation_config.output_hidden_states:
@@ -125,16 +128,25 @@ def _check_inputs(model: Any, input_ids: Any, generation_config: Any, model_kwar
     ):
         kinds = sorted({type(layer).__name__ for layer in getattr(cache, "layers", [])})
         raise ValueError(
-            f"Vegas needs a croppable DynamicCache of full/sliding attention layers, got {type(cache).__name__} "
+            f"Vegas needs a croppable DynamicCache of full/sliding attention layers, got "
+            f"{type(cache).__name__} "
             f"(layers: {kinds}). Leave `cache_implementation` unset (dynamic)."
         )
 
 
 class _Loop:
-    """One ``vegas_generate`` call: prefill, then draft / crop / verify / accept until a stop criterion fires."""
+    """One ``vegas_generate`` call: prefill, then draft / crop / verify / accept until a stop fires."""
 
-    def __init__(self, model: Any, logits_processor: Any, stopping_criteria: Any, generation_config: Any,
-                 streamer: Any, config: VegasConfig, model_kwargs: dict[str, Any]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: Any,
+        logits_processor: Any,
+        stopping_criteria: Any,
+        generation_config: Any,
+        streamer: Any,
+        config: VegasConfig,
+        model_kwargs: dict[str, Any],
+    ) -> None:
         self.model = model
         self.processor = logits_processor
         self.stopping = stopping_criteria
@@ -156,9 +168,16 @@ class _Loop:
     def forward(self, ids: torch.Tensor, start: int, cache: Any, mode: str, keep: int) -> Any:
         pos = torch.arange(start, start + ids.shape[1], device=ids.device)[None]
         inputs = self.model.prepare_inputs_for_generation(
-            ids, cache=cache, position_ids=pos, use_cache=True, logits_to_keep=keep, vegas_mode=mode,
-            vegas_state=self.state, is_first_iteration=mode == "prefill", **self.extra,
-        )  # fmt: skip
+            ids,
+            cache=cache,
+            position_ids=pos,
+            use_cache=True,
+            logits_to_keep=keep,
+            vegas_mode=mode,
+            vegas_state=self.state,
+            is_first_iteration=mode == "prefill",
+            **self.extra,
+        )
         return self.model(**inputs, return_dict=True)
 
     def pick(self, scores: torch.Tensor) -> torch.Tensor:
@@ -206,7 +225,7 @@ class _Loop:
             if self.is_eos(tok):
                 break
         for i in self.sliding_layers:  # draft KV is not target KV: drop it before the verify
-            self.cache.layers[i].crop(-len(scores))
+            cast(Any, self.cache.layers[i]).crop(-len(scores))
         return ids, scores
 
     def verify(
@@ -214,8 +233,8 @@ class _Loop:
     ) -> tuple[torch.Tensor, int, list, list]:
         """Verify ``ids[:, t-1:]``.
 
-        Returns the emitted tokens ``[1, e]`` (after EOS/length truncation), the number of accepted draft tokens
-        among them, and the emitted tokens' processed and raw scores.
+        Returns the emitted tokens ``[1, e]`` (after EOS/length truncation), the number of accepted draft
+        tokens among them, and the emitted tokens' processed and raw scores.
         """
         gamma_t = ids.shape[1] - t
         out = self.forward(ids[:, t - 1 :], t - 1, self.cache, "verify", gamma_t + 1)
@@ -245,16 +264,18 @@ class _Loop:
             t = input_ids.shape[1]
             gamma_t = max(0, min(gamma, self.gen.max_length - t - 1))
             before = (t - 1, self.state.valid_len, self.state.budget)
-            t0 = time.perf_counter()
-            ids, draft_scores = self.draft(input_ids, gamma_t) if gamma_t else (input_ids, [])
+            with Timer(input_ids.device) as t_draft:
+                ids, draft_scores = self.draft(input_ids, gamma_t) if gamma_t else (input_ids, [])
             gamma_t = len(draft_scores)
-            t1 = time.perf_counter()
-            valid, accepted, processed, raw = self.verify(ids, t, draft_scores)
-            n_acc = valid.shape[1] - 1  # chunk entries after b that stay in the cache
-            self.cache.crop(-(gamma_t - n_acc))  # also trims sliding-window layers when nothing is rejected
-            self.state.keep_tail(n_acc)
-            self.stats.draft_seconds += t1 - t0
-            self.stats.verify_seconds += time.perf_counter() - t1
+            with Timer(input_ids.device) as t_verify:
+                valid, accepted, processed, raw = self.verify(ids, t, draft_scores)
+                n_acc = valid.shape[1] - 1  # chunk entries after b that stay in the cache
+                self.cache.crop(
+                    -(gamma_t - n_acc)
+                )  # also trims sliding-window layers when nothing is rejected
+                self.state.keep_tail(n_acc)
+            self.stats.draft_seconds += t_draft.seconds
+            self.stats.verify_seconds += t_verify.seconds
             input_ids = torch.cat([input_ids, valid], dim=-1)
             if self.streamer is not None:
                 self.streamer.put(valid.cpu())
@@ -288,14 +309,15 @@ def vegas_generate(
     """Vegas decoding loop, passed to ``model.generate(..., custom_generate=vegas_generate)``.
 
     Called by transformers like ``GenerationMixin._sample``; ``vegas_config`` is routed from ``generate``'s
-    keyword arguments. The model runs the ``"hf_ext_vegas"`` attention for the duration of the call (the previous
-    implementation is restored afterwards, also on error). A cache passed to ``generate`` that already holds
-    the first ``p`` prompt tokens is reused: the prefill then runs only on the remaining prompt tokens.
+    keyword arguments. The model runs the ``"hf_ext_vegas"`` attention for the duration of the call (the
+    previous implementation is restored afterwards, also on error). A cache passed to ``generate`` that
+    already holds the first ``p`` prompt tokens is reused: the prefill then runs only on the remaining prompt
+    tokens.
 
     [reconstructed] parts: sliding-window layers are drafted densely over their window (the paper's model has
-    none); draft KV is rolled back with ``cache.crop`` (vLLM overwrites slots); the draft reads a compact buffer
-    gathered once per verify (vLLM uses a page table); the StreamingLLM window is token-aligned; the Quest
-    selector is a project baseline. Batch > 1 (per-sequence acceptance) is not implemented.
+    none); draft KV is rolled back with ``cache.crop`` (vLLM overwrites slots); the draft reads a compact
+    buffer gathered once per verify (vLLM uses a page table); the StreamingLLM window is token-aligned; the
+    Quest selector is a project baseline. Batch > 1 (per-sequence acceptance) is not implemented.
 
     Args:
         model: A decoder-only transformers causal LM whose attention modules carry ``layer_idx``.
@@ -342,6 +364,11 @@ def vegas_generate(
     finally:
         model.set_attn_implementation(previous)
     if not generation_config.return_dict_in_generate:
-        return sequences
-    return VegasGenerateOutput(sequences=sequences, scores=loop.scores, logits=loop.raw, cache=loop.cache,
-                               vegas_stats=loop.stats)  # fmt: skip
+        return cast(torch.LongTensor, sequences)
+    return VegasGenerateOutput(
+        sequences=cast(torch.LongTensor, sequences),
+        scores=cast(Any, loop.scores),
+        logits=cast(Any, loop.raw),
+        cache=loop.cache,
+        vegas_stats=loop.stats,
+    )

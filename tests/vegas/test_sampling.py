@@ -16,8 +16,14 @@ def test_joint_of_two_speculative_tokens_matches_the_model():
 
     from hf_ext.generation import VegasConfig, vegas_generate
 
-    lm = tiny_llama(vocab_size=8, eos_token_id=None, hidden_size=32, intermediate_size=64, num_attention_heads=4,
-                    num_key_value_heads=2)  # fmt: skip
+    lm = tiny_llama(
+        vocab_size=8,
+        eos_token_id=None,
+        hidden_size=32,
+        intermediate_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
     with torch.no_grad():
         lm.lm_head.weight.mul_(20)  # a non-uniform target, so draft and target distributions differ visibly
     prompt = torch.randint(3, 8, (1, 20), generator=torch.Generator().manual_seed(0))
@@ -39,8 +45,15 @@ def test_joint_of_two_speculative_tokens_matches_the_model():
     counts = torch.zeros(64)
     for seed in range(2000):
         torch.manual_seed(seed)
-        out = lm.generate(prompt, custom_generate=vegas_generate, vegas_config=cfg, max_new_tokens=3, do_sample=True,
-                          top_k=None, logits_processor=LogitsProcessorList([ForceFirst()]))  # fmt: skip
+        out = lm.generate(
+            prompt,
+            custom_generate=vegas_generate,
+            vegas_config=cfg,
+            max_new_tokens=3,
+            do_sample=True,
+            top_k=None,
+            logits_processor=LogitsProcessorList([ForceFirst()]),
+        )
         counts[out[0, 21] * 8 + out[0, 22]] += 1
     expected = target * 2000
     big = expected >= 5

@@ -18,7 +18,13 @@ def test_gemma3_270m_vegas_equals_greedy():
     lm, tok = gemma3_270m()
     ids = tok(english_texts()["code"], return_tensors="pt")["input_ids"][:, :1024]
     ref = lm.generate(ids, max_new_tokens=16, do_sample=False)
-    out = lm.generate(ids, custom_generate=vegas_generate, vegas_config=VegasConfig(), max_new_tokens=16,
-                      do_sample=False, return_dict_in_generate=True)  # fmt: skip
+    out = lm.generate(
+        ids,
+        custom_generate=vegas_generate,
+        vegas_config=VegasConfig(),
+        max_new_tokens=16,
+        do_sample=False,
+        return_dict_in_generate=True,
+    )
     assert torch.equal(out.sequences, ref)
     assert out.vegas_stats.acceptance_rate > 0.3

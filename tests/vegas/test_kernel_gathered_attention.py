@@ -1,4 +1,4 @@
-"""Vegas kernels (K1 gather / gathered decode attention, K2 importance, K3 top-k, K4 Quest): torch reference math."""
+"""``gather_kv`` and ``gathered_decode_attention``: hand-computed cases, properties, bad inputs, Triton."""
 
 from __future__ import annotations
 
@@ -8,17 +8,33 @@ import pytest
 import torch
 
 from hf_ext.kernels.gathered_attention import gather_kv, gathered_decode_attention
-from hf_ext.kernels.importance import masked_topk, verify_importance
-from hf_ext.kernels.quest import page_minmax, quest_page_scores
+
+TOL = dict(atol=1e-5, rtol=1e-5)
+
+
+SHAPES = [(1, 4, 1, 32, 1000, 128), (2, 4, 2, 64, 128, 7), (2, 8, 8, 32, 17, 1), (1, 4, 1, 256, 128, 7)]
 
 
 def _qkv(b=1, hq=4, hkv=2, n=50, d=8, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(b, hq, 1, d, generator=g), torch.randn(b, hkv, n, d, generator=g),
-            torch.randn(b, hkv, n, d, generator=g))  # fmt: skip
+    return (
+        torch.randn(b, hq, 1, d, generator=g),
+        torch.randn(b, hkv, n, d, generator=g),
+        torch.randn(b, hkv, n, d, generator=g),
+    )
 
 
-def test_k1_hand_computed():
+def _inputs(b, hq, hkv, d, n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (
+        torch.randn(b, hq, 1, d, generator=g),
+        torch.randn(b, hkv, n, d, generator=g),
+        torch.randn(b, hkv, n, d, generator=g),
+        g,
+    )
+
+
+def test_hand_computed():
     q = torch.tensor([1.0, 0.0]).view(1, 1, 1, 2)
     k = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 0.0]]).view(1, 1, 3, 2)
     v = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]).view(1, 1, 3, 2)
@@ -27,7 +43,7 @@ def test_k1_hand_computed():
     assert lse.item() == pytest.approx(math.log(math.e + math.e**2), abs=1e-5)
 
 
-def test_k1_full_index_equals_sdpa():
+def test_full_index_equals_sdpa():
     q, k, v = _qkv()
     out, _ = gathered_decode_attention(q, k, v, torch.arange(50)[None], scale=0.3, backend="torch")
     ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=0.3, enable_gqa=True)
@@ -36,7 +52,7 @@ def test_k1_full_index_equals_sdpa():
     torch.testing.assert_close(compact, ref, atol=1e-6, rtol=1e-5)
 
 
-def test_k1_permutation_and_outside_positions():
+def test_permutation_and_outside_positions():
     q, k, v = _qkv()
     idx = torch.tensor([[3, 7, 11, 40]])
     a, la = gathered_decode_attention(q, k, v, idx, scale=0.3, backend="torch")
@@ -49,7 +65,7 @@ def test_k1_permutation_and_outside_positions():
     torch.testing.assert_close(a, c)
 
 
-def test_k1_lse_split_merge_equals_one_pass():
+def test_lse_split_merge_equals_one_pass():
     q, k, v = _qkv()
     one, lse = gathered_decode_attention(q, k, v, torch.arange(20)[None], scale=0.5, backend="torch")
     a, la = gathered_decode_attention(q, k, v, torch.arange(8)[None], scale=0.5, backend="torch")
@@ -60,7 +76,7 @@ def test_k1_lse_split_merge_equals_one_pass():
     torch.testing.assert_close(lse_m, lse)
 
 
-def test_k1_per_head_idx_and_gather_kv():
+def test_per_head_idx_and_gather_kv():
     q, k, v = _qkv(b=2)
     idx = torch.tensor([[1, 5, 9], [2, 4, 6]])
     k_c, v_c = gather_kv(k, v, idx, capacity=5, backend="torch")
@@ -86,7 +102,7 @@ def test_k1_per_head_idx_and_gather_kv():
         ({"q": torch.ones(1, 4, 1, 8, dtype=torch.long)}, TypeError, "`q`"),
     ],
 )
-def test_k1_bad_inputs(kwargs, exc, match):
+def test_bad_inputs(kwargs, exc, match):
     q, k, v = _qkv()
     args = {"q": q, "k": k, "v": v, "idx": torch.tensor([[0, 1]]), **kwargs}
     with pytest.raises(exc, match=match):
@@ -104,69 +120,34 @@ def test_triton_backend_on_cpu_needs_interpreter(monkeypatch):
         gathered_decode_attention(q, k, v, None, scale=1.0, backend="triton")
 
 
-def _softmax_rows_mean(q_rows, k, valid_len, scale):
-    b, hq, r, d = q_rows.shape
-    kk = k.repeat_interleave(hq // k.shape[1], dim=1)
-    logits = torch.einsum("bhrd,bhnd->bhrn", q_rows, kk) * scale
-    n = k.shape[2]
-    limits = [valid_len] + [n] * (r - 1)
-    mask = torch.stack([torch.arange(n) >= lim for lim in limits])
-    return torch.softmax(logits.masked_fill(mask, float("-inf")), -1)[..., :valid_len].mean((1, 2))
-
-
-def test_k2_weight_mode_hand_computed():
-    # 1 layer, 2 heads, D = 2, five keys, one row.
-    q = torch.tensor([[1.0, 0.0], [0.0, 1.0]]).view(1, 2, 1, 2)
-    k = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0], [-1.0, 0.0]]).view(1, 1, 5, 2)
-    e = math.e
-    h1 = torch.tensor([e, 1, e, 1, 1 / e]) / (2 * e + 2 + 1 / e)
-    h2 = torch.tensor([1, e, e, 1, 1]) / (2 * e + 3)
-    imp = verify_importance(q, k, 5, scale=1.0, mode="weight", backend="torch")
-    torch.testing.assert_close(imp[0], (h1 + h2) / 2, atol=1e-6, rtol=0)
-    logit = verify_importance(q, k, 5, scale=1.0, mode="logit", backend="torch")
-    torch.testing.assert_close(logit[0], torch.tensor([0.5, 0.5, 1.0, 0.0, -0.5]))
-
-
-def test_k2_matches_masked_softmax_and_rows_sum_to_one():
-    g = torch.Generator().manual_seed(1)
-    q_rows, k = torch.randn(2, 4, 2, 8, generator=g), torch.randn(2, 2, 30, 8, generator=g)
-    imp = verify_importance(q_rows, k, 24, scale=0.4, mode="weight", backend="torch")
-    torch.testing.assert_close(imp, _softmax_rows_mean(q_rows, k, 24, 0.4), atol=1e-6, rtol=0)
-    one_row = verify_importance(q_rows[:, :, :1], k, 24, scale=0.4, mode="weight", backend="torch")
-    torch.testing.assert_close(one_row.sum(-1), torch.ones(2))  # row 0 sees exactly [0, valid_len)
-
-
-def test_k2_bad_inputs():
-    q, k = torch.randn(1, 2, 2, 4), torch.randn(1, 1, 6, 4)
-    with pytest.raises(ValueError, match="`mode`"):
-        verify_importance(q, k, 3, 1.0, mode="max")
-    with pytest.raises(ValueError, match="`valid_len`"):
-        verify_importance(q, k, 7, 1.0)
-    with pytest.raises(ValueError, match="multiple of H_kv"):
-        verify_importance(torch.randn(1, 3, 1, 4), torch.randn(1, 2, 6, 4), 3, 1.0)
-
-
-def test_k3_properties():
-    imp = torch.randperm(100).float().view(1, 100) / 7
-    idx = masked_topk(imp, 10, backend="torch")
-    assert idx.shape == (1, 10) and idx.unique().numel() == 10 and bool((idx.diff() > 0).all())
-    assert set(idx[0].tolist()) == set(imp[0].topk(10).indices.tolist())
-    assert masked_topk(imp[:, :4], 10).shape == (1, 4)
-    with pytest.raises(ValueError, match="`k`"):
-        masked_topk(imp, 0)
-
-
-def test_k4_hand_computed_and_upper_bound():
-    q = torch.tensor([1.0, -2.0]).view(1, 1, 1, 2)
-    s = quest_page_scores(
-        q, torch.tensor([0.0, -1.0]).view(1, 1, 1, 2), torch.tensor([2.0, 3.0]).view(1, 1, 1, 2)
+@pytest.mark.triton_interpret
+@pytest.mark.parametrize(("b", "hq", "hkv", "d", "n", "m"), SHAPES)
+def test_gathered_decode_attention_matches_reference(b, hq, hkv, d, n, m):
+    q, k, v, g = _inputs(b, hq, hkv, d, n)
+    idx = torch.stack([torch.randperm(n, generator=g)[:m] for _ in range(b)])
+    per_head = torch.stack(
+        [torch.stack([torch.randperm(n, generator=g)[:m] for _ in range(hkv)]) for _ in range(b)]
     )
-    assert s.item() == 4.0
-    g = torch.Generator().manual_seed(2)
-    for _ in range(20):
-        k = torch.randn(1, 1, 64, 4, generator=g)
-        q = torch.randn(1, 2, 1, 4, generator=g)  # two query heads share the KV head
-        kmin, kmax = page_minmax(k, 16)
-        scores = quest_page_scores(q, kmin, kmax)
-        dots = torch.einsum("hd,nd->hn", q[0, :, 0], k[0, 0]).view(2, 4, 16).amax(-1)  # per head, per page
-        assert bool((scores[0, 0] >= dots.sum(0) - 1e-5).all())
+    for ix, length in ((idx, None), (per_head, None), (None, m)):
+        ref = gathered_decode_attention(q, k, v, ix, scale=0.3, length=length, backend="torch")
+        tri = gathered_decode_attention(q, k, v, ix, scale=0.3, length=length, backend="triton")
+        torch.testing.assert_close(tri[0], ref[0], **TOL)
+        torch.testing.assert_close(tri[1], ref[1], **TOL)
+
+
+@pytest.mark.triton_interpret
+@pytest.mark.parametrize(("b", "hq", "hkv", "d", "n", "m"), SHAPES[:3])
+def test_gather_kv_matches_reference(b, hq, hkv, d, n, m):
+    _, k, v, g = _inputs(b, hq, hkv, d, n)
+    idx = torch.stack([torch.randperm(n, generator=g)[:m] for _ in range(b)])
+    ref = gather_kv(k, v, idx, m + 3, backend="torch")
+    tri = gather_kv(k, v, idx, m + 3, backend="triton")
+    for a, t in zip(ref, tri):
+        torch.testing.assert_close(t[:, :, :m], a[:, :, :m], atol=0, rtol=0)
+
+
+@pytest.mark.triton_interpret
+def test_triton_rejects_non_power_of_two_head_size():
+    q, k, v, _ = _inputs(1, 2, 1, 24, 10)
+    with pytest.raises(ValueError, match="power of two"):
+        gathered_decode_attention(q, k, v, None, scale=1.0, backend="triton")

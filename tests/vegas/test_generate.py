@@ -10,8 +10,13 @@ from hf_ext.testing import requires, tiny_gemma3, tiny_llama, tiny_qwen2
 pytestmark = requires("transformers")
 
 SELECTORS = ("vegas", "streamingllm", "quest", "full")
-ARCH = dict(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
-            max_position_embeddings=512)  # fmt: skip
+ARCH = dict(
+    hidden_size=32,
+    intermediate_size=64,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+)
 
 
 def _model(arch: str):
@@ -177,7 +182,10 @@ def test_bad_inputs():
             _vegas(lm, ids)
     finally:
         attn.layer_idx = 1
-    t5 = T5ForConditionalGeneration(T5Config(vocab_size=32, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
-                                             decoder_start_token_id=0)).eval()  # fmt: skip
+    t5 = T5ForConditionalGeneration(
+        T5Config(
+            vocab_size=32, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2, decoder_start_token_id=0
+        )
+    ).eval()
     with pytest.raises(NotImplementedError, match="encoder-decoder"):
         _vegas(t5, torch.tensor([[3, 4, 5]]))

@@ -1,0 +1,94 @@
+"""``verify_importance`` and ``masked_topk``: hand-computed cases, properties, bad inputs, Triton parity."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from hf_ext.kernels.importance import masked_topk, verify_importance
+
+TOL = dict(atol=1e-5, rtol=1e-5)
+
+
+def _softmax_rows_mean(q_rows, k, valid_len, scale):
+    b, hq, r, d = q_rows.shape
+    kk = k.repeat_interleave(hq // k.shape[1], dim=1)
+    logits = torch.einsum("bhrd,bhnd->bhrn", q_rows, kk) * scale
+    n = k.shape[2]
+    limits = [valid_len] + [n] * (r - 1)
+    mask = torch.stack([torch.arange(n) >= lim for lim in limits])
+    return torch.softmax(logits.masked_fill(mask, float("-inf")), -1)[..., :valid_len].mean((1, 2))
+
+
+def test_weight_mode_hand_computed():
+    # 1 layer, 2 heads, D = 2, five keys, one row.
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0]]).view(1, 2, 1, 2)
+    k = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0], [-1.0, 0.0]]).view(1, 1, 5, 2)
+    e = math.e
+    h1 = torch.tensor([e, 1, e, 1, 1 / e]) / (2 * e + 2 + 1 / e)
+    h2 = torch.tensor([1, e, e, 1, 1]) / (2 * e + 3)
+    imp = verify_importance(q, k, 5, scale=1.0, mode="weight", backend="torch")
+    torch.testing.assert_close(imp[0], (h1 + h2) / 2, atol=1e-6, rtol=0)
+    logit = verify_importance(q, k, 5, scale=1.0, mode="logit", backend="torch")
+    torch.testing.assert_close(logit[0], torch.tensor([0.5, 0.5, 1.0, 0.0, -0.5]))
+
+
+def test_matches_masked_softmax_and_rows_sum_to_one():
+    g = torch.Generator().manual_seed(1)
+    q_rows, k = torch.randn(2, 4, 2, 8, generator=g), torch.randn(2, 2, 30, 8, generator=g)
+    imp = verify_importance(q_rows, k, 24, scale=0.4, mode="weight", backend="torch")
+    torch.testing.assert_close(imp, _softmax_rows_mean(q_rows, k, 24, 0.4), atol=1e-6, rtol=0)
+    one_row = verify_importance(q_rows[:, :, :1], k, 24, scale=0.4, mode="weight", backend="torch")
+    torch.testing.assert_close(one_row.sum(-1), torch.ones(2))  # row 0 sees exactly [0, valid_len)
+
+
+def test_bad_inputs():
+    q, k = torch.randn(1, 2, 2, 4), torch.randn(1, 1, 6, 4)
+    with pytest.raises(ValueError, match="`mode`"):
+        verify_importance(q, k, 3, 1.0, mode="max")
+    with pytest.raises(ValueError, match="`valid_len`"):
+        verify_importance(q, k, 7, 1.0)
+    with pytest.raises(ValueError, match="multiple of H_kv"):
+        verify_importance(torch.randn(1, 3, 1, 4), torch.randn(1, 2, 6, 4), 3, 1.0)
+
+
+def test_properties():
+    imp = torch.randperm(100).float().view(1, 100) / 7
+    idx = masked_topk(imp, 10, backend="torch")
+    assert idx.shape == (1, 10) and idx.unique().numel() == 10 and bool((idx.diff() > 0).all())
+    assert set(idx[0].tolist()) == set(imp[0].topk(10).indices.tolist())
+    assert masked_topk(imp[:, :4], 10).shape == (1, 4)
+    with pytest.raises(ValueError, match="`k`"):
+        masked_topk(imp, 0)
+
+
+@pytest.mark.triton_interpret
+@pytest.mark.parametrize(
+    ("b", "hq", "hkv", "d", "n"), [(1, 4, 1, 32, 1000), (2, 4, 2, 64, 128), (2, 8, 8, 32, 17)]
+)
+@pytest.mark.parametrize("mode", ["weight", "logit"])
+@pytest.mark.parametrize("rows", [1, 2])
+def test_verify_importance_matches_reference(b, hq, hkv, d, n, mode, rows):
+    g = torch.Generator().manual_seed(3)
+    q_rows, k = torch.randn(b, hq, rows, d, generator=g), torch.randn(b, hkv, n, d, generator=g)
+    valid = n if rows == 1 else n - 1
+    ref = verify_importance(q_rows, k, valid, 0.2, mode, backend="torch")
+    tri = verify_importance(q_rows, k, valid, 0.2, mode, backend="triton")
+    torch.testing.assert_close(tri, ref, **TOL)
+
+
+@pytest.mark.triton_interpret
+@pytest.mark.parametrize(("b", "n", "k"), [(1, 1, 1), (2, 17, 5), (1, 1000, 128), (2, 300, 300)])
+def test_masked_topk_matches_reference(b, n, k):
+    g = torch.Generator().manual_seed(4)
+    imp = torch.randn(b, n, generator=g)
+    imp[0, :3] = -imp[0, :3].abs() - 5  # negative scores exercise the sign handling of the int image
+    torch.testing.assert_close(masked_topk(imp, k, backend="triton"), masked_topk(imp, k, backend="torch"))
+
+
+@pytest.mark.triton_interpret
+def test_masked_topk_ties_take_lowest_index():
+    imp = torch.tensor([[1.0, 2.0, 2.0, 2.0, 0.5]])
+    assert masked_topk(imp, 2, backend="triton").tolist() == [[1, 2]]
