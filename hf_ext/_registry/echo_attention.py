@@ -8,13 +8,16 @@ METHOD = MethodInfo(
     title="EchoAttention (title not confirmed; reconstructed from a one-line description)",
     venue="ICML 2026",
     arxiv=None,
-    host="diffusers attention processors (WanAttnProcessor / CogVideoXAttnProcessor2_0 subclasses via set_attn_processor)",
+    host=(
+        "diffusers attention processors (WanAttnProcessor / CogVideoXAttnProcessor2_0 subclasses via "
+        "set_attn_processor)"
+    ),
     extras=("diffusers",),
     public={
         "EchoAttentionConfig": "hf_ext.diffusers.echo_attention.config",
         "EchoAttentionHandle": "hf_ext.diffusers.echo_attention.api",
-        "EchoWanAttnProcessor": "hf_ext.diffusers.echo_attention.processors",
-        "EchoCogVideoXAttnProcessor": "hf_ext.diffusers.echo_attention.cogvideox",
+        "EchoWanAttnProcessor": "hf_ext.diffusers.echo_attention.processor_wan",
+        "EchoCogVideoXAttnProcessor": "hf_ext.diffusers.echo_attention.processor_cogvideox",
         "apply_echo_attention": "hf_ext.diffusers.echo_attention.api",
         "calibrate_echo": "hf_ext.diffusers.echo_attention.api",
         "block_sparse_attention": "hf_ext.kernels.block_sparse_attention",
@@ -22,18 +25,26 @@ METHOD = MethodInfo(
         "pooled_tile_scores": "hf_ext.kernels.pooling",
     },
     bench="hf_ext.diffusers.echo_attention.bench:run",
+    moved={
+        "hf_ext.diffusers.echo_attention.processors": "hf_ext.diffusers.echo_attention.processor_wan",
+        "hf_ext.diffusers.echo_attention.cogvideox": "hf_ext.diffusers.echo_attention.processor_cogvideox",
+    },
     tour=None,
     citation=(
         "@inproceedings{echoattention2026,\n  title={EchoAttention},\n  booktitle={ICML},\n  year={2026},\n"
         "  note={title and authors not confirmed; hf-ext ships a reconstruction}\n}"
     ),
     reconstructed=(
-        "the whole algorithm: tiles, pooled estimate, budget split, echo synthesis and its linear calibration",
+        "the whole algorithm: tiles, pooled estimate, budget split, echo synthesis and its linear "
+        "calibration",
         "stage-1 regression over all group members within max_echo_distance, weighted by attention mass",
         "static (Lagrangian knapsack) and learned (Gumbel-softmax) routers",
-        "joint text-video attention (CogVideoX): text rows/columns dense, text-key partial merged exactly by LSE, "
+        "joint text-video attention (CogVideoX): text rows/columns dense, text-key partial merged exactly "
+        "by LSE, "
         "stage-2 errors measured on the joint output",
         "every default: block_size 64, budget 0.25, echo_share 0.25, max_echo_distance 4, dense schedule",
     ),
-    note="EchoAttention (reconstructed; not verified against the paper). The 2.42x headline is not reproduced.",
+    note=(
+        "EchoAttention (reconstructed; not verified against the paper). The 2.42x headline is not reproduced."
+    ),
 )

@@ -1,22 +1,9 @@
 """diffusers components: attention processors for video diffusion transformers.
 
-Importing this package imports diffusers (``pip install hf-ext[diffusers]``).
+Names resolve lazily from the method registry (``from hf_ext.diffusers import apply_echo_attention``); the
+first use of one imports diffusers (``pip install hf-ext[diffusers]``).
 """
 
-from hf_ext.diffusers.echo_attention import (
-    EchoAttentionConfig,
-    EchoAttentionHandle,
-    EchoCogVideoXAttnProcessor,
-    EchoWanAttnProcessor,
-    apply_echo_attention,
-    calibrate_echo,
-)
+from hf_ext._lazy import lazy_package
 
-__all__ = [
-    "EchoAttentionConfig",
-    "EchoAttentionHandle",
-    "EchoCogVideoXAttnProcessor",
-    "EchoWanAttnProcessor",
-    "apply_echo_attention",
-    "calibrate_echo",
-]
+__getattr__, __dir__ = lazy_package(__name__)

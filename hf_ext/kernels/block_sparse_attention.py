@@ -1,4 +1,4 @@
-"""K5 ``block_sparse_attention``: attention over a lookup table (LUT) of kept key tiles, with LSE output.
+"""``block_sparse_attention``: attention over a lookup table (LUT) of kept key tiles, with LSE output.
 
 Semantics are [reconstructed] (EchoAttention, reconstructed; not verified against the paper): each query
 tile of ``block`` rows attends to the key tiles listed in its LUT row; the softmax normalises over the kept
@@ -40,7 +40,8 @@ def block_sparse_attention(
     """Block-sparse attention with an online softmax over the kept key tiles.
 
     Args:
-        q: Queries ``[B, H, S, D]``; strided views are fine (diffusers' ``[B, S, H, D]`` via ``transpose(1, 2)``).
+        q: Queries ``[B, H, S, D]``; strided views are fine (diffusers' ``[B, S, H, D]`` via ``transpose(1,
+            2)``).
         k: Keys ``[B, H, S, D]``.
         v: Values ``[B, H, S, D]``.
         lut: ``[B, H, n_q, max_k]`` integer key-tile ids per query tile (``n_q = ceil(S / block)``), padded
@@ -107,15 +108,16 @@ def _check(
             raise ValueError(f"`{name}` must be [B, H, S, D], got shape {tuple(t.shape)}.")
     if k.shape != q.shape or v.shape != q.shape:
         raise ValueError(
-            f"`q`, `k`, `v` must share [B, H, S, D], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}."
+            f"`q`, `k`, `v` must share [B, H, S, D], got {tuple(q.shape)}, {tuple(k.shape)}, "
+            f"{tuple(v.shape)}."
         )
     if not isinstance(block, int) or block < 1:
         raise ValueError(f"`block` must be an int >= 1, got {block!r}.")
     b, h, s, _ = q.shape
     n = math.ceil(s / block)
-    for name, t in (("lut", lut), ("lut_count", lut_count), ("tile_partials", tile_partials)):
-        if t is not None and (t.is_floating_point() or t.dtype == torch.bool):
-            raise TypeError(f"`{name}` must be an integer tensor, got dtype {t.dtype}.")
+    for name, x in (("lut", lut), ("lut_count", lut_count), ("tile_partials", tile_partials)):
+        if x is not None and (x.is_floating_point() or x.dtype == torch.bool):
+            raise TypeError(f"`{name}` must be an integer tensor, got dtype {x.dtype}.")
     if lut.dim() != 4 or tuple(lut.shape[:3]) != (b, h, n):
         raise ValueError(
             f"`lut` must be [B, H, n_q, max_k] = [{b}, {h}, {n}, max_k], got {tuple(lut.shape)}."
@@ -131,7 +133,8 @@ def _check(
     used = torch.arange(max_k, device=lut.device) < lut_count[..., None]
     if used.any() and (int(lut[used].min()) < 0 or int(lut[used].max()) >= n):
         raise ValueError(
-            f"`lut` ids must lie in [0, n_k={n}), got values in [{int(lut[used].min())}, {int(lut[used].max())}]."
+            f"`lut` ids must lie in [0, n_k={n}), got values in "
+            f"[{int(lut[used].min())}, {int(lut[used].max())}]."
         )
     if kv_valid is not None and tuple(kv_valid.shape) != (s,):
         raise ValueError(f"`kv_valid` must have shape ({s},), got {tuple(kv_valid.shape)}.")
@@ -208,7 +211,8 @@ def _reference_block_sparse_attention(
     """Exact fp32 reference, organised for CPU speed.
 
     Query tiles are grouped by the number of key tiles they keep, so each group is one batched attention over
-    gathered K/V tiles with no padding slots. Tiles listed in ``pairs`` (the echo representatives) are left out
+    gathered K/V tiles with no padding slots. Tiles listed in ``pairs`` (the echo representatives) are left
+    out
     of that pass: their per-tile partials are computed once and merged into the output by the LSE rule, so no
     tile is attended twice. The batched attention is :func:`_attend` (torch's flash-attention CPU op) and, for
     the one-tile partials, :func:`_attend_math`.
@@ -296,8 +300,8 @@ def _attend(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Batched attention ``[R, b, D]`` x ``[R, m, D]`` (fp32) with key mask ``keep`` ``[R, m]`` -> (out, lse).
 
-    On CPU, torch's flash-attention CPU op (it also returns the LSE); elsewhere, when a row sees no valid key, or
-    when gradients are needed, :func:`_attend_math`.
+    On CPU, torch's flash-attention CPU op (it also returns the LSE); elsewhere, when a row sees no valid key,
+    or when gradients are needed, :func:`_attend_math`.
     """
     grads = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
     if q.device.type == "cpu" and not grads and (keep is None or bool(keep.any(-1).all())):
@@ -323,7 +327,8 @@ def _attend_math(
     """:func:`_attend` as explicit logits, softmax and product, in row chunks of ``_CHUNK`` logits.
 
     Faster than the flash op on CPU for one-tile rows (the per-tile partials); differentiable. With ``out``
-    (``[N, b, D]``, ``[N, b]``) and ``rows`` ``[R]``, input row ``i`` is written to row ``rows[i]`` of ``out``.
+    (``[N, b, D]``, ``[N, b]``) and ``rows`` ``[R]``, input row ``i`` is written to row ``rows[i]`` of
+    ``out``.
     """
     r, b, m = q.shape[0], q.shape[1], k.shape[1]
     step = max(1, _CHUNK // (b * m))
@@ -353,7 +358,8 @@ def _attend_math(
 def _merge_partials(
     out: torch.Tensor, lse: torch.Tensor, p_out: torch.Tensor, p_lse: torch.Tensor, rows: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """LSE-merge partials ``p_out`` ``[M, b, D]`` / ``p_lse`` ``[M, b]`` into rows ``rows`` of ``out``/``lse``."""
+    """LSE-merge partials ``p_out`` ``[M, b, D]`` / ``p_lse`` ``[M, b]`` into rows ``rows`` of ``out``,
+    ``lse``."""
     m, w, w_p, den = merge_weights(lse, rows, p_lse)
     num = add_weighted_rows(out * w[..., None], rows, p_out, w_p)
     return num / den.clamp_min(torch.finfo(torch.float32).tiny)[..., None], m + den.log()
@@ -367,11 +373,40 @@ def _kernel() -> Any:
 
     @triton.jit
     def _bsa_fwd(
-        Q, K, V, LUT, CNT, VALID, PSLOT, O, L, PO, PL,
-        sqb, sqh, sqs, sqd, skb, skh, sks, skd, svb, svh, svs, svd,
-        n_q, max_k, H, S, n_p, scale,
-        BLOCK: tl.constexpr, D: tl.constexpr, HAS_VALID: tl.constexpr, HAS_PART: tl.constexpr,
-    ):  # fmt: skip
+        Q,
+        K,
+        V,
+        LUT,
+        CNT,
+        VALID,
+        PSLOT,
+        O,
+        L,
+        PO,
+        PL,
+        sqb,
+        sqh,
+        sqs,
+        sqd,
+        skb,
+        skh,
+        sks,
+        skd,
+        svb,
+        svh,
+        svs,
+        svd,
+        n_q,
+        max_k,
+        H,
+        S,
+        n_p,
+        scale,
+        BLOCK: tl.constexpr,
+        D: tl.constexpr,
+        HAS_VALID: tl.constexpr,
+        HAS_PART: tl.constexpr,
+    ):
         qt = tl.program_id(0)
         bh = tl.program_id(1)
         b = bh // H
@@ -458,10 +493,30 @@ def _triton_block_sparse_attention(
     valid = (kv_valid if kv_valid is not None else torch.ones(1, device=dev)).to(torch.int8).contiguous()
     slots = (pslot if pslot is not None else torch.full((1,), -1, device=dev)).to(torch.int32).contiguous()
     _kernel()[(n_q, b * h)](
-        q, k, v, lut.to(torch.int32).contiguous(), lut_count.to(torch.int32).contiguous(), valid, slots,
-        out, lse, po, pl, *q.stride(), *k.stride(), *v.stride(),
-        n_q, max_k, h, s, max(n_p, 1), float(scale),
-        BLOCK=block, D=d, HAS_VALID=kv_valid is not None, HAS_PART=pslot is not None,
-    )  # fmt: skip
+        q,
+        k,
+        v,
+        lut.to(torch.int32).contiguous(),
+        lut_count.to(torch.int32).contiguous(),
+        valid,
+        slots,
+        out,
+        lse,
+        po,
+        pl,
+        *q.stride(),
+        *k.stride(),
+        *v.stride(),
+        n_q,
+        max_k,
+        h,
+        s,
+        max(n_p, 1),
+        float(scale),
+        BLOCK=block,
+        D=d,
+        HAS_VALID=kv_valid is not None,
+        HAS_PART=pslot is not None,
+    )
     parts = None if pslot is None else (po[:, :, :n_p], pl[:, :, :n_p])
     return out.to(q.dtype), lse, parts

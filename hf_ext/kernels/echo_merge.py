@@ -1,4 +1,4 @@
-"""K6 ``echo_merge``: synthesise skipped ("echoed") attention tiles from representatives and merge by LSE.
+"""``echo_merge``: synthesise skipped ("echoed") attention tiles from representatives and merge by LSE.
 
 Semantics are [reconstructed] (EchoAttention, reconstructed; not verified against the paper). For every
 echo entry of a query tile (representative id ``r``, frame distance ``|df|``, parameter id ``g``), row ``i``
@@ -40,12 +40,14 @@ def echo_merge(
     """Add echoed partials to the exact block-sparse output.
 
     Args:
-        out_e: Exact output ``[B, H, S, D]`` (from :func:`~hf_ext.kernels.block_sparse_attention.block_sparse_attention`).
+        out_e: Exact output ``[B, H, S, D]`` (from
+            :func:`~hf_ext.kernels.block_sparse_attention.block_sparse_attention`).
         lse_e: Its log-sum-exp ``[B, H, S]`` (fp32).
         rep_out: Representative per-tile partial outputs ``[B, H, n_p, b, D]``.
         rep_lse: Their log-sum-exps ``[B, H, n_p, b]``.
-        echo_csr: ``(indptr, entries)``: ``indptr`` ``[B, H, n_q + 1]`` (``n_q = ceil(S / b)``) delimits each query
-            tile's entries in ``entries`` ``[B, H, n_e, 3]`` = (representative id, ``|df|``, parameter id).
+        echo_csr: ``(indptr, entries)``: ``indptr`` ``[B, H, n_q + 1]`` (``n_q = ceil(S / b)``) delimits each
+            query tile's entries in ``entries`` ``[B, H, n_e, 3]`` = (representative id, ``|df|``, parameter
+            id).
         theta: ``(a, c, u, w)`` of shapes ``[H, G]``, ``[H, G, D]``, ``[H, G]``, ``[H, G]`` (G parameter ids).
         backend: ``"auto"``, ``"torch"`` or ``"triton"``.
 
@@ -85,7 +87,8 @@ def _check(
         )
     if out_e.dim() != 4 or tuple(lse_e.shape) != tuple(out_e.shape[:3]):
         raise ValueError(
-            f"`out_e` must be [B, H, S, D] and `lse_e` [B, H, S], got {tuple(out_e.shape)}, {tuple(lse_e.shape)}."
+            f"`out_e` must be [B, H, S, D] and `lse_e` [B, H, S], got {tuple(out_e.shape)}, "
+            f"{tuple(lse_e.shape)}."
         )
     b, h, s, d = out_e.shape
     if rep_out.dim() != 5 or tuple(rep_out.shape[:2]) != (b, h) or rep_out.shape[-1] != d:
@@ -118,7 +121,8 @@ def _check(
         for col, name, hi in ((0, "representative id", rep_out.shape[2]), (2, "parameter id", n_g)):
             if int(e[:, col].min()) < 0 or int(e[:, col].max()) >= hi:
                 raise ValueError(
-                    f"`echo_csr[1]` {name}s must lie in [0, {hi}), got [{int(e[:, col].min())}, {int(e[:, col].max())}]."
+                    f"`echo_csr[1]` {name}s must lie in [0, {hi}), got "
+                    f"[{int(e[:, col].min())}, {int(e[:, col].max())}]."
                 )
         if int(e[:, 1].min()) < 0:
             raise ValueError(f"`echo_csr[1]` frame distances must be >= 0, got {int(e[:, 1].min())}.")
@@ -180,10 +184,26 @@ def _kernel() -> Any:
 
     @triton.jit
     def _echo_merge_fwd(
-        OE, LE, PO, PL, PTR, ENT, A, C, U, W, O,
-        n_q, n_e, n_p, n_g, H, S,
-        BLOCK: tl.constexpr, D: tl.constexpr,
-    ):  # fmt: skip
+        OE,
+        LE,
+        PO,
+        PL,
+        PTR,
+        ENT,
+        A,
+        C,
+        U,
+        W,
+        O,
+        n_q,
+        n_e,
+        n_p,
+        n_g,
+        H,
+        S,
+        BLOCK: tl.constexpr,
+        D: tl.constexpr,
+    ):
         qt = tl.program_id(0)
         bh = tl.program_id(1)
         h = bh % H
@@ -239,10 +259,24 @@ def _triton_echo_merge(
     out = torch.empty(b, h, s, d, dtype=torch.float32, device=out_e.device)
     a, c, u, w = (t.to(torch.float32).contiguous() for t in theta)
     _kernel()[(n_q, b * h)](
-        out_e.contiguous(), lse_e.to(torch.float32).contiguous(), rep_out.to(torch.float32).contiguous(),
-        rep_lse.to(torch.float32).contiguous(), indptr.to(torch.int32).contiguous(),
-        entries.to(torch.int32).contiguous(), a, c, u, w, out,
-        n_q, entries.shape[2], rep_out.shape[2], a.shape[-1], h, s,
-        BLOCK=blk, D=d,
-    )  # fmt: skip
+        out_e.contiguous(),
+        lse_e.to(torch.float32).contiguous(),
+        rep_out.to(torch.float32).contiguous(),
+        rep_lse.to(torch.float32).contiguous(),
+        indptr.to(torch.int32).contiguous(),
+        entries.to(torch.int32).contiguous(),
+        a,
+        c,
+        u,
+        w,
+        out,
+        n_q,
+        entries.shape[2],
+        rep_out.shape[2],
+        a.shape[-1],
+        h,
+        s,
+        BLOCK=blk,
+        D=d,
+    )
     return out.to(out_e.dtype)

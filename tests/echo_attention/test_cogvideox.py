@@ -13,8 +13,11 @@ pytestmark = requires("diffusers")
 
 def _inputs(batch=1, frames=3, side=16, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(batch, frames, 4, side, side, generator=g), torch.randn(batch, 8, 32, generator=g),
-            torch.tensor([500] * batch))  # fmt: skip
+    return (
+        torch.randn(batch, frames, 4, side, side, generator=g),
+        torch.randn(batch, 8, 32, generator=g),
+        torch.tensor([500] * batch),
+    )
 
 
 def _cfg(**kw):
@@ -52,8 +55,8 @@ def _text_case(seed, frames=4, tokens=32, heads=2, d=16, text=5, identical=False
 
 
 def test_text_partial_merges_exactly_with_all_tiles_and_with_identity_echo():
-    from hf_ext.diffusers.echo_attention.core import Layout, identity_theta, sparse_echo_attention
-    from hf_ext.diffusers.echo_attention.processors import dense_partial
+    from hf_ext.diffusers.echo_attention.core import dense_partial, identity_theta, sparse_echo_attention
+    from hf_ext.diffusers.echo_attention.layout import Layout
 
     # every video tile kept, padded tiles (P = 40, b = 16): exact dense over [text, video] keys
     q, k, v, tk, tv, dense = _text_case(1, frames=2, tokens=40)
@@ -163,8 +166,9 @@ def test_calibrate_save_and_reload_bit_identical(dit, tmp_path, routing):
 
 def test_stage2_error_includes_the_text_keys(dit):
     from hf_ext.diffusers.echo_attention.calibrate import _dense_outputs, _option_outputs
-    from hf_ext.diffusers.echo_attention.core import EchoParams, Layout
-    from hf_ext.diffusers.echo_attention.processors import SPARSE, AttnRecord
+    from hf_ext.diffusers.echo_attention.layout import Layout
+    from hf_ext.diffusers.echo_attention.params import EchoParams
+    from hf_ext.diffusers.echo_attention.routed import SPARSE, AttnRecord
 
     q, k, v, tk, tv, dense = _text_case(2, frames=2, tokens=32)
     lay = Layout(2, 32, 16)

@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import torch
 
+from hf_ext.diffusers.echo_attention.allocation import allocate, select_exact
 from hf_ext.diffusers.echo_attention.calibrate import mixture_loss
-from hf_ext.diffusers.echo_attention.core import (
-    Layout,
+from hf_ext.diffusers.echo_attention.core import identity_theta, sparse_echo_attention, static_route
+from hf_ext.diffusers.echo_attention.fit import (
     accumulate_theta_stats,
-    allocate,
     band_partials,
-    flop_costs,
-    identity_theta,
     new_theta_stats,
-    select_exact,
     solve_theta,
-    sparse_echo_attention,
-    static_route,
 )
+from hf_ext.diffusers.echo_attention.layout import Layout, flop_costs
 
 
 def test_layout_is_frame_major_and_tiles_never_straddle_frames():

@@ -1,4 +1,4 @@
-"""K5 block_sparse_attention: reference math, bad inputs, and the Triton kernel in the interpreter."""
+"""block_sparse_attention: reference math, bad inputs, and the Triton kernel in the interpreter."""
 
 from __future__ import annotations
 

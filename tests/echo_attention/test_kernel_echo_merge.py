@@ -1,4 +1,4 @@
-"""K6 echo_merge and K7 pooled_tile_scores: math, bad inputs, Triton interpreter parity."""
+"""echo_merge and pooled_tile_scores: math, bad inputs, Triton interpreter parity."""
 
 from __future__ import annotations
 
@@ -48,9 +48,14 @@ def test_hand_example_two_key_subsets():
     # one row, scores 1 (subset E, value (1, 0)) and 2 (echo, value (0, 1)): weights e/(e+e^2), e^2/(e+e^2)
     out = torch.tensor([[[[1.0, 0.0]]]])
     merged = echo_merge(
-        out, torch.tensor([[[1.0]]]), torch.tensor([[[[[0.0, 1.0]]]]]), torch.tensor([[[[2.0]]]]),
-        _csr(1, [[(0, 0, 0)]]), _theta(), backend="torch",
-    )  # fmt: skip
+        out,
+        torch.tensor([[[1.0]]]),
+        torch.tensor([[[[[0.0, 1.0]]]]]),
+        torch.tensor([[[[2.0]]]]),
+        _csr(1, [[(0, 0, 0)]]),
+        _theta(),
+        backend="torch",
+    )
     p = 1 / (1 + math.e)
     torch.testing.assert_close(merged, torch.tensor([[[[p, 1 - p]]]]))
 
@@ -59,9 +64,14 @@ def test_theta_is_applied():
     out, lse = torch.zeros(1, 1, 1, 2), torch.tensor([[[-math.inf]]])
     c = torch.tensor([[[0.5, -0.5]]])
     merged = echo_merge(
-        out, lse, torch.ones(1, 1, 1, 1, 2), torch.zeros(1, 1, 1, 1), _csr(1, [[(0, 3, 0)]]),
-        _theta(a=2.0, u=0.1, w=0.2, c=c), backend="torch",
-    )  # fmt: skip
+        out,
+        lse,
+        torch.ones(1, 1, 1, 1, 2),
+        torch.zeros(1, 1, 1, 1),
+        _csr(1, [[(0, 3, 0)]]),
+        _theta(a=2.0, u=0.1, w=0.2, c=c),
+        backend="torch",
+    )
     torch.testing.assert_close(merged, torch.tensor([[[[2.5, 1.5]]]]))
 
 
@@ -86,9 +96,14 @@ def test_lse_merge_of_two_key_subsets_equals_dense_and_no_entries_is_identity():
 def test_gradient_reaches_theta():
     theta = tuple(t.requires_grad_() for t in _theta(d=2))
     out = echo_merge(
-        torch.ones(1, 1, 1, 2), torch.zeros(1, 1, 1), torch.randn(1, 1, 1, 1, 2), torch.zeros(1, 1, 1, 1),
-        _csr(1, [[(0, 1, 0)]]), theta, backend="torch",
-    )  # fmt: skip
+        torch.ones(1, 1, 1, 2),
+        torch.zeros(1, 1, 1),
+        torch.randn(1, 1, 1, 1, 2),
+        torch.zeros(1, 1, 1, 1),
+        _csr(1, [[(0, 1, 0)]]),
+        theta,
+        backend="torch",
+    )
     out.sum().backward()
     assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in theta)
 
@@ -109,9 +124,14 @@ def test_gradient_reaches_theta():
 )
 def test_bad_inputs(change, error, match):
     args = {
-        "out_e": torch.zeros(1, 1, 2, 2), "lse_e": torch.zeros(1, 1, 2), "rep_out": torch.zeros(1, 1, 1, 2, 2),
-        "rep_lse": torch.zeros(1, 1, 1, 2), "echo_csr": _csr(1, [[(0, 0, 0)]]), "theta": _theta(), "backend": "torch",
-    }  # fmt: skip
+        "out_e": torch.zeros(1, 1, 2, 2),
+        "lse_e": torch.zeros(1, 1, 2),
+        "rep_out": torch.zeros(1, 1, 1, 2, 2),
+        "rep_lse": torch.zeros(1, 1, 1, 2),
+        "echo_csr": _csr(1, [[(0, 0, 0)]]),
+        "theta": _theta(),
+        "backend": "torch",
+    }
     with pytest.raises(error, match=match):
         echo_merge(**change(args))
 
@@ -147,8 +167,12 @@ def test_triton_matches_reference():
     po, pl = torch.randn(b, h, n_p, blk, d, generator=g), torch.randn(b, h, n_p, blk, generator=g)
     indptr = torch.tensor([0, 2, 2, 4]).repeat(b, h, 1)
     entries = torch.tensor([[0, 1, 0], [2, 3, 1], [1, 2, 1], [0, 1, 0]]).repeat(b, h, 1, 1)
-    theta = (torch.rand(h, n_g, generator=g) + 0.5, torch.randn(h, n_g, d, generator=g) * 0.1,
-             torch.randn(h, n_g, generator=g) * 0.1, torch.randn(h, n_g, generator=g) * 0.1)  # fmt: skip
+    theta = (
+        torch.rand(h, n_g, generator=g) + 0.5,
+        torch.randn(h, n_g, d, generator=g) * 0.1,
+        torch.randn(h, n_g, generator=g) * 0.1,
+        torch.randn(h, n_g, generator=g) * 0.1,
+    )
     args = (out, lse, po, pl, (indptr, entries), theta)
     torch.testing.assert_close(
         echo_merge(*args, backend="triton"), echo_merge(*args, backend="torch"), atol=1e-5, rtol=1e-5
@@ -163,8 +187,12 @@ def test_differentiable_and_inference_paths_agree():
         torch.tensor([0, 2, 2, 4]).repeat(1, 2, 1),
         torch.tensor([[0, 1, 0], [2, 3, 1], [1, 2, 1], [0, 1, 0]]).repeat(1, 2, 1, 1),
     )
-    theta = (torch.rand(2, 2, generator=g) + 0.5, torch.randn(2, 2, 8, generator=g), torch.randn(2, 2, generator=g),
-             torch.randn(2, 2, generator=g))  # fmt: skip
+    theta = (
+        torch.rand(2, 2, generator=g) + 0.5,
+        torch.randn(2, 2, 8, generator=g),
+        torch.randn(2, 2, generator=g),
+        torch.randn(2, 2, generator=g),
+    )
     with torch.no_grad():
         fast = echo_merge(out, lse, po, pl, csr, theta, backend="torch")
     slow = echo_merge(

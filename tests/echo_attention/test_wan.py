@@ -12,8 +12,11 @@ pytestmark = requires("diffusers")
 
 def _inputs(batch=1, frames=4, side=16, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(batch, 4, frames, side, side, generator=g), torch.tensor([500] * batch),
-            torch.randn(batch, 8, 32, generator=g))  # fmt: skip
+    return (
+        torch.randn(batch, 4, frames, side, side, generator=g),
+        torch.tensor([500] * batch),
+        torch.randn(batch, 8, 32, generator=g),
+    )
 
 
 def _cfg(**kw):
@@ -147,8 +150,13 @@ def test_calibrate_on_padded_tiles(dit):
 def test_learned_routing_calibrates(dit):
     from hf_ext.diffusers import apply_echo_attention, calibrate_echo
 
-    calls = [{"hidden_states": _inputs(seed=1)[0], "timestep": torch.tensor([500]),
-              "encoder_hidden_states": _inputs()[2]}]  # fmt: skip
+    calls = [
+        {
+            "hidden_states": _inputs(seed=1)[0],
+            "timestep": torch.tensor([500]),
+            "encoder_hidden_states": _inputs()[2],
+        }
+    ]
     handle = apply_echo_attention(dit, _cfg(routing="learned"))
     report = calibrate_echo(handle, calls, stages=(1, 2))
     assert report["logits"].shape == (2, 2, 3)
@@ -192,8 +200,12 @@ def test_wan22_pair_shares_the_step_index_and_calibrates_each_transformer():
     second = apply_echo_attention(pipe.transformer_2, _cfg(dense_first_steps=1), share_context_with=first)
     assert second.context is first.context
     seen = []
-    hooks = [tr.register_forward_pre_hook(lambda m, a, k, i=i: seen.append((i, first.context.step)), with_kwargs=True)
-             for i, tr in enumerate((pipe.transformer, pipe.transformer_2))]  # fmt: skip
+    hooks = [
+        tr.register_forward_pre_hook(
+            lambda m, a, k, i=i: seen.append((i, first.context.step)), with_kwargs=True
+        )
+        for i, tr in enumerate((pipe.transformer, pipe.transformer_2))
+    ]
     for handle in (first, second):
         report = calibrate_echo(
             handle, pipe, prompts=["a red car"], num_inference_steps=4, stage3_steps=1, **kw
@@ -216,14 +228,14 @@ def test_wan22_pair_shares_the_step_index_and_calibrates_each_transformer():
 @pytest.mark.parametrize(
     ("kw", "match"),
     [
-        ({"budget": 0.0}, "`budget` must be a float in"),
-        ({"budget": 1.5}, "`budget` must be a float in"),
-        ({"echo_share": 1.0}, "`echo_share` must be a float in"),
+        ({"budget": 0.0}, "`budget` must be a finite float in"),
+        ({"budget": 1.5}, "`budget` must be a finite float in"),
+        ({"echo_share": 1.0}, "`echo_share` must be a finite float in"),
         ({"block_size": 8}, "`block_size` must be a power of two"),
         ({"block_size": 48}, "`block_size` must be a power of two"),
         ({"mode": "fast"}, "`mode` must be one of"),
         ({"routing": "random"}, "`routing` must be one of"),
-        ({"dense_layers": (-1,)}, "`dense_layers` must hold"),
+        ({"dense_layers": (-1,)}, r"`dense_layers\[0\]` must be an int >= 0"),
     ],
 )
 def test_config_bad_inputs(kw, match):

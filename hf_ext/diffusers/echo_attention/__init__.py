@@ -1,15 +1,8 @@
-"""EchoAttention (reconstructed; not verified against the paper): sparse + echo attention for video DiTs."""
+"""EchoAttention (reconstructed; not verified against the paper): sparse + echo attention for video DiTs.
 
-from hf_ext.diffusers.echo_attention.api import EchoAttentionHandle, apply_echo_attention, calibrate_echo
-from hf_ext.diffusers.echo_attention.cogvideox import EchoCogVideoXAttnProcessor
-from hf_ext.diffusers.echo_attention.config import EchoAttentionConfig
-from hf_ext.diffusers.echo_attention.processors import EchoWanAttnProcessor
+Names resolve lazily from the method registry; the first use of one imports diffusers.
+"""
 
-__all__ = [
-    "EchoAttentionConfig",
-    "EchoAttentionHandle",
-    "EchoCogVideoXAttnProcessor",
-    "EchoWanAttnProcessor",
-    "apply_echo_attention",
-    "calibrate_echo",
-]
+from hf_ext._lazy import lazy_package
+
+__getattr__, __dir__ = lazy_package(__name__)

@@ -24,15 +24,12 @@ from hf_ext.diffusers.echo_attention.calibrate import (
     route_learned,
     route_static,
 )
-from hf_ext.diffusers.echo_attention.cogvideox import CogVideoXContext, EchoCogVideoXAttnProcessor
 from hf_ext.diffusers.echo_attention.config import EchoAttentionConfig
-from hf_ext.diffusers.echo_attention.core import EchoParams, Layout
-from hf_ext.diffusers.echo_attention.processors import (
-    OPERATORS,
-    EchoContext,
-    EchoWanAttnProcessor,
-    RoutedAttention,
-)
+from hf_ext.diffusers.echo_attention.layout import Layout
+from hf_ext.diffusers.echo_attention.params import EchoParams
+from hf_ext.diffusers.echo_attention.processor_cogvideox import CogVideoXContext, EchoCogVideoXAttnProcessor
+from hf_ext.diffusers.echo_attention.processor_wan import EchoWanAttnProcessor
+from hf_ext.diffusers.echo_attention.routed import OPERATORS, EchoContext, RoutedAttention
 
 logger = logging.getLogger(__name__)
 
@@ -103,10 +100,11 @@ class EchoAttentionHandle:
         self.removed = True
 
     def stats(self) -> list[dict[str, Any]]:
-        """Per (layer, head) of the last call: operator, FLOP fraction, exact/echoed/dropped tiles, echo coverage.
+        """Per (layer, head) of the last call: operator, FLOP fraction, exact/echoed/dropped tiles, echo
+        coverage.
 
-        Counts are for batch element 0; layers whose last call was all dense report ``"dense"``. FLOP fractions
-        count the video-video part (joint models keep the text rows and columns dense on top).
+        Counts are for batch element 0; layers whose last call was all dense report ``"dense"``. FLOP
+        fractions count the video-video part (joint models keep the text rows and columns dense on top).
         """
         rows = []
         for layer in range(self.params.num_layers):
@@ -120,9 +118,13 @@ class EchoAttentionHandle:
                     op = self.params.routes(layer)
                     name = OPERATORS[op[0][h]] if op else self.config.mode
                     row.update(
-                        operator=name, flops=float(alloc.flops[i].detach()), exact=n_ex, echoed=n_ec,
-                        dropped=n_t * n_t - n_ex - n_ec, coverage=float(alloc.coverage[i].detach()),
-                    )  # fmt: skip
+                        operator=name,
+                        flops=float(alloc.flops[i].detach()),
+                        exact=n_ex,
+                        echoed=n_ec,
+                        dropped=n_t * n_t - n_ex - n_ec,
+                        coverage=float(alloc.coverage[i].detach()),
+                    )
                 rows.append(row)
         return rows
 
@@ -140,7 +142,7 @@ class EchoAttentionHandle:
         with open(os.path.join(save_directory, CONFIG_NAME), "w") as fh:
             json.dump(meta, fh, indent=2)
         tensors = {"route_op": p.route_op, "route_budget": p.route_budget}
-        if p.a is not None:
+        if p.a is not None and p.c is not None and p.u is not None and p.w is not None:
             tensors.update(zip(THETA_KEYS, (p.a, p.c, p.u, p.w)))
         save_file(
             {k: v.detach().cpu().contiguous() for k, v in tensors.items()},
@@ -161,14 +163,15 @@ class EchoAttentionHandle:
         p = self.params
         if meta["shape"] != [p.num_layers, p.heads, p.head_dim]:
             raise ValueError(
-                f"`calibration` was saved for (layers, heads, head_dim) = {tuple(meta['shape'])}, this transformer "
-                f"has {(p.num_layers, p.heads, p.head_dim)}."
+                f"`calibration` was saved for (layers, heads, head_dim) = {tuple(meta['shape'])}, this "
+                f"transformer has {(p.num_layers, p.heads, p.head_dim)}."
             )
         p.route_op.copy_(tensors["route_op"])
         p.route_budget.copy_(tensors["route_budget"])
         if meta["layout"] is not None:
             dev = p.route_op.device
-            p.bind(Layout(*meta["layout"], self.config.block_size), dev)
+            frames, tokens = meta["layout"]
+            p.bind(Layout(frames, tokens, self.config.block_size), dev)
             with torch.no_grad():
                 for dst, key in zip((p.a, p.c, p.u, p.w), THETA_KEYS):
                     assert dst is not None
@@ -193,7 +196,8 @@ def apply_echo_attention(
     runs both transformers densely. Theta and routes stay per transformer.
 
     Args:
-        transformer: A diffusers ``WanTransformer3DModel`` or ``CogVideoXTransformer3DModel`` (joint text-video
+        transformer: A diffusers ``WanTransformer3DModel`` or ``CogVideoXTransformer3DModel`` (joint
+            text-video
             attention: text rows and columns stay dense).
         config: *optional* settings (defaults to ``EchoAttentionConfig()``); not allowed with ``calibration``.
         calibration: *optional* folder written by :meth:`EchoAttentionHandle.save_pretrained`.
@@ -206,15 +210,16 @@ def apply_echo_attention(
     Raises:
         TypeError: unsupported transformer class, or an ``attn1`` processor that is not the host's own
             (``WanAttnProcessor`` / ``CogVideoXAttnProcessor2_0``).
-        ValueError: ``dense_layers`` out of range, an already patched transformer, a bad calibration folder, or a
-            ``share_context_with`` handle that was removed or differs in host class or ``block_size``.
+        ValueError: ``dense_layers`` out of range, an already patched transformer, a bad calibration folder,
+            or a ``share_context_with`` handle that was removed or differs in host class or ``block_size``.
 
     Example:
         >>> from hf_ext.testing import tiny_wan_transformer
         >>> dit = tiny_wan_transformer()
         >>> x, t, txt = torch.randn(1, 4, 4, 16, 16), torch.tensor([500]), torch.randn(1, 8, 32)
         >>> ref = dit(x, t, txt).sample
-        >>> handle = apply_echo_attention(dit, EchoAttentionConfig(block_size=16, dense_layers=(), dense_first_steps=0))
+        >>> handle = apply_echo_attention(dit, EchoAttentionConfig(block_size=16, dense_layers=(),
+        dense_first_steps=0))
         >>> err = float((dit(x, t, txt).sample - ref).detach().norm() / ref.norm())
         >>> err < 1.0
         True
@@ -269,8 +274,9 @@ def apply_echo_attention(
             or other.config.block_size != config.block_size
         ):
             raise ValueError(
-                "`share_context_with` must be an installed handle of the same transformer class and block_size, "
-                f"got a {'removed ' if other.removed else ''}handle of {type(other.transformer).__name__} with "
+                "`share_context_with` must be an installed handle of the same transformer class and "
+                f"block_size, got a {'removed ' if other.removed else ''}handle of "
+                f"{type(other.transformer).__name__} with "
                 f"block_size={other.config.block_size} (this one: {name}, block_size={config.block_size})."
             )
         context = other.context
@@ -311,8 +317,8 @@ def calibrate_echo(
 
     Args:
         handle: From :func:`apply_echo_attention`.
-        source: A diffusers pipeline (run on ``prompts`` to collect transformer calls) or a sequence of transformer
-            keyword dicts (``hidden_states``, ``timestep``, ``encoder_hidden_states``, ...).
+        source: A diffusers pipeline (run on ``prompts`` to collect transformer calls) or a sequence of
+            transformer keyword dicts (``hidden_states``, ``timestep``, ``encoder_hidden_states``, ...).
         prompts: Calibration prompts (pipeline source only).
         num_inference_steps: Pipeline steps per prompt.
         stages: Which stages to run (``(1, 3)`` calibrates echo without routing).

@@ -14,23 +14,15 @@ from typing import Any
 import torch
 
 from hf_ext.diffusers.echo_attention.core import (
-    EchoParams,
-    Layout,
-    new_theta_stats,
-    solve_theta,
+    dense_partial,
     sparse_echo_attention,
     split_budget,
-    stage1_stats,
     static_route,
 )
-from hf_ext.diffusers.echo_attention.processors import (
-    DENSE,
-    ECHO,
-    SPARSE,
-    AttnRecord,
-    EchoContext,
-    dense_partial,
-)
+from hf_ext.diffusers.echo_attention.fit import new_theta_stats, solve_theta, stage1_stats
+from hf_ext.diffusers.echo_attention.layout import Layout
+from hf_ext.diffusers.echo_attention.params import EchoParams
+from hf_ext.diffusers.echo_attention.routed import DENSE, ECHO, SPARSE, AttnRecord, EchoContext
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +53,8 @@ def record_dense(
 def fit_theta(
     params: EchoParams, records: dict[int, list[Record]], layout: Layout, max_distance: int
 ) -> None:
-    """Stage 1: closed-form least squares for theta per (layer, head, frame offset); ``params`` bound to ``layout``.
+    """Stage 1: closed-form least squares for theta per (layer, head, frame offset); ``params`` bound to
+    ``layout``.
 
     Regresses video-video tile partials only (text keys of joint models play no part in echo)."""
     assert params.a is not None and params.c is not None and params.u is not None and params.w is not None
@@ -111,7 +104,8 @@ def _option_outputs(
 
 
 def _dense_outputs(calls: list[Record]) -> list[torch.Tensor]:
-    """Dense reference ``[B, H, S, D]`` of the video queries over all keys (``[text, video]`` for joint models)."""
+    """Dense reference ``[B, H, S, D]`` of the video queries over all keys (``[text, video]`` for joint
+    models)."""
     outs = []
     for rec in calls:
         q, k, v, tk, tv = AttnRecord(*rec)
@@ -178,8 +172,8 @@ def route_learned(
     lr: float = 0.1,
     seed: int = 0,
 ) -> torch.Tensor:
-    """Stage 2, learned: per-head logits over (dense, sparse, echo) at ``budget``, trained with a Gumbel-softmax
-    mixture (temperature annealed 1 -> 0.1) on ``||O_mix - O_dense||^2 / ||O_dense||^2`` plus
+    """Stage 2, learned: per-head logits over (dense, sparse, echo) at ``budget``, trained with a
+    Gumbel-softmax mixture (temperature annealed 1 -> 0.1) on ``||O_mix - O_dense||^2 / ||O_dense||^2`` plus
     ``lambda_c * max(0, E[FLOPs] - budget)``; the argmax is kept. Returns the logits ``[L_routed, H, 3]``."""
     layers = sorted(records)
     gen = torch.Generator().manual_seed(seed)
