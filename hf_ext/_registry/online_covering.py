@@ -16,6 +16,8 @@ METHOD = MethodInfo(
         "WithPredictions": "hf_ext.online_covering.predictions",
         "Robustify": "hf_ext.online_covering.robust",
         "prediction_error": "hf_ext.online_covering.predictions",
+        "OnlineCoveringAlgorithm": "hf_ext.online_covering.core",
+        "OfflineResult": "hf_ext.online_covering.offline",
     },
     bench="hf_ext.online_covering.bench:run",
     tour="hf_ext.online_covering.bench:tour",
@@ -37,6 +39,7 @@ METHOD = MethodInfo(
         "the cap x_S <= 1 in the online set-cover update",
         "the adversarial set-cover family",
     ),
+    moved={"hf_ext.online_covering.base": "hf_ext.online_covering.core"},
     note=(
         "Theory paper without experiments or code; the reduction is reconstructed from the abstract and "
         "introduction, so its bounds must not be cited as the paper's."

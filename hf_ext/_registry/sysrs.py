@@ -3,7 +3,9 @@ from hf_ext._registry import MethodInfo
 METHOD = MethodInfo(
     id="sysrs",
     name="SySRs",
-    title="Cutting LLM Evaluation Costs with SySRs: A Bandit Algorithm that Provably Exploits Model Similarity",
+    title=(
+        "Cutting LLM Evaluation Costs with SySRs: A Bandit Algorithm that Provably Exploits Model Similarity"
+    ),
     venue="ICML 2026",
     arxiv="2606.07726",
     host="scikit-learn-style estimator + framework-free ask/tell scheduler",
@@ -13,17 +15,25 @@ METHOD = MethodInfo(
         "SySRs": "hf_ext.sysrs.core",
         "SynchronizedSuccessiveRejects": "hf_ext.sysrs.core",
         "SuccessiveRejects": "hf_ext.sysrs.core",
-        "SequentialHalving": "hf_ext.sysrs.core",
-        "UniformAllocation": "hf_ext.sysrs.core",
+        "BestArmScheduler": "hf_ext.sysrs.scheduler",
+        "Batch": "hf_ext.sysrs.scheduler",
+        "sr_schedule": "hf_ext.sysrs.core",
+        "SequentialHalving": "hf_ext.sysrs.baselines",
+        "UniformAllocation": "hf_ext.sysrs.baselines",
+        "sh_schedule": "hf_ext.sysrs.baselines",
+        "ALGORITHMS": "hf_ext.sysrs.core",
+        "make_scheduler": "hf_ext.sysrs.core",
         "identify_best_model": "hf_ext.sysrs.core",
+        "simulate": "hf_ext.sysrs.simulate",
     },
     bench="hf_ext.sysrs.bench:run",
     tour="hf_ext.sysrs.bench:tour",
     citation=(
         "@inproceedings{lyu2026sysrs,\n"
-        "  title = {Cutting {LLM} Evaluation Costs with {SySRs}: A Bandit Algorithm that Provably Exploits Model "
-        "Similarity},\n"
-        "  author = {Lyu, Zifan and Nejma, Chahine and Wegel, Tobias and Yang, Fanny and Dorner, Florian E.},\n"
+        "  title = {Cutting {LLM} Evaluation Costs with {SySRs}: A Bandit Algorithm that Provably Exploits "
+        "Model Similarity},\n"
+        "  author = {Lyu, Zifan and Nejma, Chahine and Wegel, Tobias and Yang, Fanny and "
+        "Dorner, Florian E.},\n"
         "  booktitle = {International Conference on Machine Learning (ICML)},\n"
         "  year = {2026},\n"
         "  eprint = {2606.07726},\n"

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import logging
-import numbers
-from typing import Any
+from numbers import Integral
+from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
 from hf_ext._registry import paper
-from hf_ext.sysrs.core import make_scheduler
-from hf_ext.sysrs.simulate import check_score_matrix, run_scheduler
+from hf_ext.sysrs.core import ALGORITHMS, make_scheduler
+from hf_ext.sysrs.scheduler import NAN_POLICIES
+from hf_ext.sysrs.scores import check_score_matrix
+from hf_ext.sysrs.simulate import run_scheduler
 
 logger = logging.getLogger(__name__)
 
@@ -20,9 +23,9 @@ logger = logging.getLogger(__name__)
 class BestModelIdentifier(BaseEstimator):  # type: ignore[misc]
     """Budgeted best-model identification on a models x queries score matrix (SySRs and baselines).
 
-    ``fit(S)`` simulates one run of the chosen ask/tell scheduler of :mod:`hf_ext.sysrs`, answering each of its
-    requests from ``S``; the learned attributes say which model it picked and what it spent. To run against live
-    models instead, drive :class:`~hf_ext.sysrs.core.SynchronizedSuccessiveRejects` (or
+    ``fit(S)`` simulates one run of the chosen ask/tell scheduler of :mod:`hf_ext.sysrs`, answering each of
+    its requests from ``S``; the learned attributes say which model it picked and what it spent. To run
+    against live models instead, drive :class:`~hf_ext.sysrs.core.SynchronizedSuccessiveRejects` (or
     :func:`~hf_ext.sysrs.core.identify_best_model`) directly.
 
     SySRs is Successive Rejects on shared queries [reconstructed from the abstract of arXiv 2606.07726: the
@@ -72,6 +75,14 @@ class BestModelIdentifier(BaseEstimator):  # type: ignore[misc]
     """
 
     _paper = paper("sysrs")
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "algorithm": [StrOptions(set(ALGORITHMS))],
+        "budget": [Interval(Integral, 0, None, closed="left"), None],
+        "nan_policy": [StrOptions(set(NAN_POLICIES))],
+        "score_range": ["array-like", None],
+        "statistic": [StrOptions({"mean"}), callable],
+        "random_state": ["random_state"],
+    }
 
     def __init__(
         self,
@@ -90,6 +101,7 @@ class BestModelIdentifier(BaseEstimator):  # type: ignore[misc]
         self.statistic = statistic
         self.random_state = random_state
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, S: Any, y: Any = None) -> BestModelIdentifier:
         """Run one simulated identification on ``S``.
 
@@ -107,7 +119,8 @@ class BestModelIdentifier(BaseEstimator):  # type: ignore[misc]
         """
         if not hasattr(S, "tocsr") and np.ndim(S) != 2:
             raise ValueError(
-                f"`S` must be a 2-D score matrix of shape (n_models, n_queries), got {np.ndim(S)} dimension(s)."
+                "`S` must be a 2-D score matrix of shape (n_models, n_queries), "
+                f"got {np.ndim(S)} dimension(s)."
             )
         S = validate_data(self, S, ensure_all_finite="allow-nan", dtype=np.float64)
         S = check_score_matrix(S, self.score_range)
@@ -139,15 +152,7 @@ class BestModelIdentifier(BaseEstimator):  # type: ignore[misc]
 
 
 def _seed(random_state: Any) -> int | None:
-    """An int seed passes through (parity with ``simulate``); a RandomState/Generator yields a drawn one."""
-    if random_state is None or (
-        isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool)
-    ):
+    """An int seed passes through (parity with ``simulate``); a RandomState yields a drawn one."""
+    if random_state is None or isinstance(random_state, Integral):
         return None if random_state is None else int(random_state)
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(np.iinfo(np.int32).max))
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(np.iinfo(np.int32).max))
-    raise ValueError(
-        f"`random_state` must be None, an int, a RandomState or a Generator, got {random_state!r}."
-    )
+    return int(random_state.randint(np.iinfo(np.int32).max))

@@ -1,4 +1,5 @@
-"""``hf-ext bench online_covering``: cost / OPT against the prediction error on four problems plus an adversarial family.
+"""``hf-ext bench online_covering``: cost / OPT against the prediction error, four problems and an adversarial
+family.
 
 Modes, side by side on the same instance and stream: plain online, ``WithPredictions(mode="upfront")``,
 ``WithPredictions(mode="lazy")`` and ``Robustify(lazy, plain copy with another seed, ratio=2,
@@ -19,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from hf_ext.benchmarking import BenchReport, Headline, Timer
+from hf_ext.benchmarking import BenchReport, Headline, Timer, mean_se, verdict
 from hf_ext.online_covering import instances
-from hf_ext.online_covering.base import KINDS
+from hf_ext.online_covering.core import KINDS
 from hf_ext.online_covering.predictions import WithPredictions, prediction_error
 from hf_ext.online_covering.robust import Robustify
 
@@ -107,22 +108,14 @@ def _one_rep(problem: Problem, rng: np.random.Generator, records: dict, solve_lo
             records[(mode, frac)].append(rec)
 
 
-def _mean_se(values: list[float]) -> tuple[float, float, int]:
-    v = np.array([x for x in values if math.isfinite(x)])
-    if v.size == 0:
-        return math.nan, math.nan, 0
-    se = float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else 0.0
-    return float(v.mean()), se, int(v.size)
-
-
 def _rows(problem: Problem, records: dict, n_reps: int) -> list[dict[str, Any]]:
     rows = []
     modes = list(dict.fromkeys(mode for mode, _ in records))
-    plain_mean = {frac: _mean_se([r["ratio"] for r in records[("plain", frac)]])[0] for frac in FRACS}
+    plain_mean = {frac: mean_se([r["ratio"] for r in records[("plain", frac)]])[0] for frac in FRACS}
     for mode in modes:
         for frac in FRACS:
             recs = records[(mode, frac)]
-            mean, se, n_valid = _mean_se([r["ratio"] for r in recs])
+            mean, se, n_valid = mean_se([r["ratio"] for r in recs])
             row: dict[str, Any] = {
                 "system": mode,
                 "is_baseline": mode in ("plain", "upfront"),
@@ -138,7 +131,7 @@ def _rows(problem: Problem, records: dict, n_reps: int) -> list[dict[str, Any]]:
             row.update({k: float(np.mean([r[k] for r in recs])) for k in KINDS})
             row["ms_per_run"] = float(np.mean([r["ms"] for r in recs]))
             if mode.startswith("robust"):
-                row["fallback_over_opt"] = _mean_se([r["fallback_ratio"] for r in recs])[0]
+                row["fallback_over_opt"] = mean_se([r["fallback_ratio"] for r in recs])[0]
                 row["max_over_min_sim"] = float(np.nanmax([r["over_min_sim"] for r in recs]))
                 row["bound_ok"] = float(np.mean([r["bound_ok"] for r in recs]))
                 row["switches"] = float(np.mean([r["switches"] for r in recs]))
@@ -150,9 +143,8 @@ def _cell(rows, problem: str, system: str, frac: float) -> dict[str, Any]:
     return next(r for r in rows if r["problem"] == problem and r["system"] == system and r["frac"] == frac)
 
 
-def _verdicts(rows: list[dict[str, Any]], seconds: float, limit_s: float) -> list[str]:
-    """Target checks computed from the measured rows."""
-    notes = []
+def _targets(rows: list[dict[str, Any]], seconds: float, limit_s: float) -> list[str]:
+    """Target lines judged from the measured rows."""
     exact = [p.name for p in PROBLEMS if p.opt_label != "vs MST"]
     misses = [
         f"{p}/{s}={_cell(rows, p, s, 0.0)['cost_over_opt']:.4f}"
@@ -160,10 +152,13 @@ def _verdicts(rows: list[dict[str, Any]], seconds: float, limit_s: float) -> lis
         for s in ("upfront", "lazy", "robust")
         if not abs(_cell(rows, p, s, 0.0)["cost_over_opt"] - 1.0) <= 0.005
     ]
-    notes.append(
-        "Consistency (upfront, lazy, robust = 1.00 +- 0.005 at frac 0, exact-OPT problems): "
-        + ("MET" if not misses else "MISSED: " + ", ".join(misses))
-    )
+    notes = [
+        verdict(
+            "Consistency (upfront, lazy, robust = 1.00 +- 0.005 at frac 0, exact-OPT problems)",
+            not misses,
+            ", ".join(misses) or "every cell",
+        )
+    ]
     bumps = []
     for p in PROBLEMS:
         if p.adversarial:
@@ -173,8 +168,7 @@ def _verdicts(rows: list[dict[str, Any]], seconds: float, limit_s: float) -> lis
             if b["cost_over_opt"] < a["cost_over_opt"] - 2 * math.hypot(a["se"], b["se"]):
                 bumps.append(f"{p.name} {a['frac']}->{b['frac']}")
     notes.append(
-        "Smoothness (lazy non-decreasing in frac within 2 s.e.): "
-        + ("MET" if not bumps else "MISSED at " + ", ".join(bumps))
+        verdict("Smoothness (lazy non-decreasing in frac within 2 s.e.)", not bumps, ", ".join(bumps) or "-")
     )
     over = []
     for p in PROBLEMS:
@@ -183,40 +177,33 @@ def _verdicts(rows: list[dict[str, Any]], seconds: float, limit_s: float) -> lis
         lazy, plain = _cell(rows, p.name, "lazy", 1.0), _cell(rows, p.name, "plain", 1.0)
         if not lazy["cost_over_opt"] <= 1.1 * plain["cost_over_opt"]:
             over.append(f"{p.name} {lazy['cost_over_opt']:.3f} vs plain {plain['cost_over_opt']:.3f}")
-    notes.append(
-        "Robustness (lazy at frac 1 <= 1.1x plain): " + ("MET" if not over else "MISSED: " + "; ".join(over))
-    )
+    notes.append(verdict("Robustness (lazy at frac 1 <= 1.1x plain)", not over, "; ".join(over) or "-"))
     rob = [r for r in rows if r["system"].startswith("robust")]
     worst = min(r["bound_ok"] for r in rob)
     notes.append(
-        f"Robustify bound ({RATIO**3 / (RATIO - 1):g} min(sim) + (k+1) c_max + ratio B_0) on every run: "
-        + ("MET" if worst == 1.0 else f"MISSED (worst cell holds on {worst:.0%} of runs)")
-        + f"; worst cost / min(simulated costs) = {max(r['max_over_min_sim'] for r in rob):.2f}"
+        verdict(
+            f"Robustify bound ({RATIO**3 / (RATIO - 1):g} min(sim) + (k+1) c_max + ratio B_0) on every run",
+            worst == 1.0,
+            f"worst cell holds on {worst:.0%} of runs; worst cost / min(simulated costs) = "
+            f"{max(r['max_over_min_sim'] for r in rob):.2f}",
+        )
     )
     adv = "adversarial_set_cover"
     for f in (0.5, 1.0):
         plain = _cell(rows, adv, "plain", f)["cost_over_opt"]
         lazy = _cell(rows, adv, "lazy", f)["cost_over_opt"]
         upfront = _cell(rows, adv, "upfront", f)["cost_over_opt"]
-        parts = [f"adversarial frac {f}: plain {plain:.2f}, upfront {upfront:.2f}, lazy {lazy:.2f}"]
+        detail = f"plain {plain:.2f}, upfront {upfront:.2f}, lazy {lazy:.2f}"
         for s in ("robust", "robust_min"):
             v = _cell(rows, adv, s, f)["cost_over_opt"]
-            parts.append(
-                f"{s} {v:.2f} (< lazy: {'MET' if v < lazy else 'MISSED'}; "
-                f"<= 2x plain: {'MET' if v <= 2 * plain else 'MISSED'})"
+            notes.append(
+                verdict(
+                    f"adversarial frac {f}: {s} < lazy and <= 2x plain",
+                    v < lazy and v <= 2 * plain,
+                    f"{s} {v:.2f}; {detail}",
+                )
             )
-        parts.append("upfront and lazy exceed plain: " + ("yes" if min(lazy, upfront) > plain else "no"))
-        notes.append("; ".join(parts))
-    switches = _cell(rows, adv, "robust", 1.0)["switches"]
-    notes.append(
-        f'Why robust(initial_budget="prediction") tracks lazy on the adversarial family: it switched {switches:.2f} '
-        "times per run at frac 1, because R is a subset of R_hat there, so lazy never spends more than "
-        "B_0 = cost(SOL(R_hat)); only the min_item budget can leave lazy."
-    )
-    notes.append(
-        f"Runtime: whole bench {seconds:.1f} s (target < {limit_s:g} s): "
-        + ("MET" if seconds < limit_s else "MISSED")
-    )
+    notes.append(verdict(f"Runtime: whole bench < {limit_s:g} s", seconds < limit_s, f"{seconds:.1f} s"))
     return notes
 
 
@@ -265,14 +252,15 @@ def _sweep(problems, *, quick: bool, seed: int, full_checks: bool = True) -> Ben
         _cell(rows, "set_cover", "plain", 0.25)["cost_over_opt"],
     )
     notes = [
-        "All instances are synthetic (seeded generators in hf_ext.online_covering.instances); the paper has no "
+        "All instances are synthetic (seeded generators in hf_ext.online_covering.instances); "
+        "the paper has no "
         "experiments, so no figure is reproduced. The reduction, eta and Robustify are [reconstructed].",
         "steiner_euclidean ratios are cost / MST(terminals) (OPT <= MST <= 2 OPT), not cost / OPT.",
         "Robustify's fallback is plain online with another seed; fallback_over_opt reports its own ratio.",
         *solve_notes,
     ]
     if full_checks:
-        notes += _verdicts(rows, total.seconds, 60.0)
+        notes += _targets(rows, total.seconds, 60.0)
     return BenchReport(
         rows=rows,
         headline=headline,

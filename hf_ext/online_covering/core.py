@@ -19,15 +19,33 @@ import logging
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
-from sklearn.base import BaseEstimator, clone
+import numpy as np
 
 from hf_ext._registry import paper
+from hf_ext._validation import check_float, check_sequence
 from hf_ext.online_covering.offline import OfflineResult
 
 logger = logging.getLogger(__name__)
 
 KINDS = ("prebuy", "lazy", "online", "catch_up", "connection")
 """Cost categories of ``cost_breakdown_``."""
+
+
+def check_costs(costs: Any, n: int, per: str, name: str = "costs") -> np.ndarray:
+    """``costs`` as a float array of ``n`` finite, positive prices (one per ``per``).
+
+    Raises:
+        ValueError: wrong length, or a cost that is not finite and > 0 (primal-dual rules divide by costs).
+        TypeError: ``costs`` is not a list or 1-D array of numbers.
+    """
+    values: list[Any] = check_sequence(name, costs)
+    if len(values) != n:
+        raise ValueError(f"`{name}` must hold one cost per {per} ({n}), got {len(values)} cost(s).")
+    positive = [
+        check_float(f"{name}[{i}]", v, low=0, low_open=True, hint="Costs are prices; rules divide by them.")
+        for i, v in enumerate(values)
+    ]
+    return np.asarray(positive, dtype=float)
 
 
 class LedgerView:
@@ -62,8 +80,8 @@ class LedgerView:
         return self._ledger().cost_breakdown_
 
 
-class OnlineCoveringAlgorithm(BaseEstimator):
-    """Base class of the classical online algorithms (one subclass per problem).
+class OnlineCoveringAlgorithm:
+    """Base of the classical online algorithms: one subclass per problem, each also a ``BaseEstimator``.
 
     Subclasses implement the problem hooks: ``_setup`` (validate parameters, build structures),
     ``_normalize`` (canonical request or ``ValueError`` when it cannot be covered), ``item_cost``,
@@ -105,6 +123,8 @@ class OnlineCoveringAlgorithm(BaseEstimator):
 
     def new_ledger(self) -> OnlineCoveringAlgorithm:
         """A fresh, reset copy of this problem instance, used as a purchase ledger by wrappers."""
+        from sklearn.base import clone
+
         return clone(self).reset()
 
     # ------------------------------------------------------------------ serving
@@ -216,7 +236,7 @@ class OnlineCoveringAlgorithm(BaseEstimator):
     def offline(
         self, requests: Sequence[Any], *, method: str = "exact", time_limit: float = 20.0
     ) -> OfflineResult:
-        """Offline solution of the request multiset ``requests`` (``method`` is ``"exact"`` or ``"approx"``)."""
+        """Offline solution of the request multiset ``requests`` (``method``: ``"exact"`` or ``"approx"``)."""
         raise NotImplementedError
 
     def lazy_items(self, request: Any, solution: Sequence[Any]) -> list[Any]:

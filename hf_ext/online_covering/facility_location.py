@@ -7,15 +7,17 @@ import numbers
 from collections.abc import Hashable
 
 import numpy as np
+from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
-from hf_ext.online_covering.base import OnlineCoveringAlgorithm
+from hf_ext._validation import check_float
+from hf_ext.online_covering.core import OnlineCoveringAlgorithm
 from hf_ext.online_covering.offline import OfflineResult, facility_location_opt
 
 logger = logging.getLogger(__name__)
 
 
-class MeyersonFacilityLocation(OnlineCoveringAlgorithm):
+class MeyersonFacilityLocation(OnlineCoveringAlgorithm, BaseEstimator):
     """Meyerson's online facility location, expected ``O(log k)``-competitive.
 
     A request at distance ``d`` from the nearest open facility opens a facility at itself with
@@ -66,9 +68,7 @@ class MeyersonFacilityLocation(OnlineCoveringAlgorithm):
                 f"`points` must be a finite (n, dim) array with n >= 1, got shape {pts.shape}. "
                 "Pass candidate coordinates, e.g. points=np.random.rand(80, 2)."
             )
-        f = self.opening_cost
-        if not isinstance(f, numbers.Real) or not np.isfinite(f) or f <= 0:
-            raise ValueError(f"`opening_cost` must be a finite number > 0, got {f!r}.")
+        check_float("opening_cost", self.opening_cost, low=0, low_open=True)
         self.points_ = pts
         self.open_ = []
         self._rng = check_random_state(self.random_state)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from scipy.sparse.csgraph import minimum_spanning_tree
 
-from hf_ext.online_covering.base import OnlineCoveringAlgorithm
+from hf_ext.online_covering.core import OnlineCoveringAlgorithm
 from hf_ext.online_covering.facility_location import MeyersonFacilityLocation
 from hf_ext.online_covering.parking_permit import ParkingPermit
 from hf_ext.online_covering.set_cover import OnlineSetCover
@@ -84,7 +84,7 @@ def random_set_cover(
     cost_range: tuple[float, float] = (1.0, 10.0),
     n_requests: int = 30,
 ) -> Instance:
-    """Random sets of size ``U{set_size}`` over ``n_elements`` with costs ``U(cost_range)``; distinct requests."""
+    """Random sets of size ``U{set_size}`` over ``n_elements``, costs ``U(cost_range)``; distinct requests."""
     sets = [
         sorted(
             rng.choice(
@@ -110,7 +110,7 @@ def clustered_facility_location(
     n_requests: int = 40,
     opening_cost: float = 2.0,
 ) -> Instance:
-    """Candidate points in Gaussian clusters (std ``sigma``) on a ``side x side`` square; distinct requests."""
+    """Points in Gaussian clusters (std ``sigma``) on a ``side x side`` square; distinct requests."""
     centres = rng.uniform(0, side, size=(n_clusters, 2))
     points = centres[rng.integers(0, n_clusters, size=n_points)] + rng.normal(0, sigma, size=(n_points, 2))
     stream = rng.choice(n_points, size=n_requests, replace=False).tolist()
@@ -150,7 +150,7 @@ def euclidean_steiner(rng: np.random.Generator, n_points: int = 120, n_terminals
 def geometric_graph_steiner(
     rng: np.random.Generator, n: int = 40, n_terminals: int = 10, radius: float = 0.3
 ) -> Instance:
-    """Random geometric graph (Euclidean edge weights within ``radius``, plus its MST edges so it is connected)."""
+    """Random geometric graph: Euclidean edge weights within ``radius``, plus its MST edges (connected)."""
     points = rng.uniform(size=(n, 2))
     dist = np.linalg.norm(points[:, None] - points[None, :], axis=-1)
     weights = np.where(dist <= radius, dist, 0.0)
@@ -169,7 +169,7 @@ def adversarial_set_cover(
     big_cost: float = 50.0,
     spurious_cost: float = 15.0,
 ) -> Instance:
-    """Spurious predictions push ``SOL(R_hat)`` onto expensive sets while ``OPT(R)`` uses cheap ones [reconstructed].
+    """Spurious predictions push ``SOL(R_hat)`` onto costly sets, ``OPT(R)`` uses cheap ones [reconstructed].
 
     Group ``g`` has true elements ``a`` (cheap singletons, cost 1) and spurious elements ``b`` (singletons
     of cost ``spurious_cost``); one big set (cost ``big_cost``) holds all of them. ``Instance.predict(frac)``

@@ -1,4 +1,4 @@
-"""Offline solutions of small covering instances: exact (MILP via scipy/HiGHS, dynamic programming) or approximate.
+"""Offline solutions of small covering instances, exact (HiGHS MILP via scipy, dynamic programming) or greedy.
 
 Every solver returns an :class:`OfflineResult`. ``exact=True`` only when optimality is proven; a time-limit
 hit keeps the best feasible solution with ``exact=False`` and status ``"OPT unavailable ..."``, so a
@@ -13,15 +13,19 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import time
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from functools import wraps
+from typing import ClassVar, ParamSpec
 
 import numpy as np
 from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse.csgraph import minimum_spanning_tree, shortest_path
+
+from hf_ext._registry import paper
+from hf_ext.benchmarking import Timer
 
 logger = logging.getLogger(__name__)
 
@@ -42,11 +46,28 @@ class OfflineResult:
         seconds: Wall time of the solve.
     """
 
+    _paper: ClassVar[dict[str, object]] = paper("online_covering")
+
     value: float
     solution: tuple[Hashable, ...]
     exact: bool
     status: str
-    seconds: float
+    seconds: float = 0.0
+
+
+P = ParamSpec("P")
+
+
+def _timed(solver: Callable[P, OfflineResult]) -> Callable[P, OfflineResult]:
+    """Fill ``OfflineResult.seconds`` with the wall time of the whole solver call."""
+
+    @wraps(solver)
+    def timed(*args: P.args, **kwargs: P.kwargs) -> OfflineResult:
+        with Timer() as t:
+            result = solver(*args, **kwargs)
+        return replace(result, seconds=t.seconds)
+
+    return timed
 
 
 def _check_method(method: str) -> None:
@@ -61,23 +82,23 @@ def _over_cap(what: str, size: int, cap: int) -> ValueError:
     )
 
 
-def _milp_result(res, c: np.ndarray, solution, start: float, time_limit: float) -> OfflineResult:
-    seconds = time.perf_counter() - start
+def _milp_result(res, c: np.ndarray, solution, time_limit: float) -> OfflineResult:
     if res.status == 0:
-        return OfflineResult(float(c @ res.x), solution(res.x), True, "optimal", seconds)
+        return OfflineResult(float(c @ res.x), solution(res.x), True, "optimal")
     if res.x is not None:
         value = float(c @ res.x)
         status = (
             f"OPT unavailable (MILP status {res.status} within {time_limit:g} s; best feasible {value:.4g})"
         )
         logger.warning(status)
-        return OfflineResult(value, solution(res.x), False, status, seconds)
+        return OfflineResult(value, solution(res.x), False, status)
     status = f"OPT unavailable (MILP status {res.status}: {res.message})"
     logger.warning(status)
-    return OfflineResult(math.nan, (), False, status, seconds)
+    return OfflineResult(math.nan, (), False, status)
 
 
 # ---------------------------------------------------------------------------------------------- set cover
+@_timed
 def set_cover_opt(
     sets: Iterable[Iterable[Hashable]],
     costs: Sequence[float] | np.ndarray,
@@ -95,7 +116,6 @@ def set_cover_opt(
         ValueError: a request lies in no set, or ``len(sets) > 200`` with ``method="exact"``.
     """
     _check_method(method)
-    start = time.perf_counter()
     family = [frozenset(s) for s in sets]
     c = np.asarray(costs, dtype=float)
     elements = list(dict.fromkeys(requests))
@@ -103,7 +123,7 @@ def set_cover_opt(
         if not any(e in s for s in family):
             raise ValueError(f"request {e!r} cannot be covered: it lies in no set of `sets`.")
     if not elements:
-        return OfflineResult(0.0, (), True, "optimal", time.perf_counter() - start)
+        return OfflineResult(0.0, (), True, "optimal")
     if method == "approx":
         left, chosen = set(elements), []
         while left:
@@ -114,7 +134,7 @@ def set_cover_opt(
             chosen.append(best)
             left -= family[best]
         value = float(c[chosen].sum())
-        return OfflineResult(value, tuple(chosen), False, "approx (greedy)", time.perf_counter() - start)
+        return OfflineResult(value, tuple(chosen), False, "approx (greedy)")
     if len(family) > MAX_EXACT_SETS:
         raise _over_cap("set cover size (number of sets)", len(family), MAX_EXACT_SETS)
     a = np.array([[e in s for s in family] for e in elements], dtype=float)
@@ -125,10 +145,11 @@ def set_cover_opt(
         bounds=Bounds(0, 1),
         options={"time_limit": time_limit},
     )
-    return _milp_result(res, c, lambda x: tuple(int(i) for i in np.flatnonzero(x > 0.5)), start, time_limit)
+    return _milp_result(res, c, lambda x: tuple(int(i) for i in np.flatnonzero(x > 0.5)), time_limit)
 
 
 # ---------------------------------------------------------------------------------------- facility location
+@_timed
 def facility_location_opt(
     points: np.ndarray,
     opening_cost: float,
@@ -153,12 +174,11 @@ def facility_location_opt(
         ValueError: more than 100 sites with ``method="exact"``.
     """
     _check_method(method)
-    start = time.perf_counter()
     pts = np.asarray(points, dtype=float)
     site_idx = np.arange(len(pts)) if sites is None else np.asarray(sites, dtype=int)
     counts = Counter(int(r) for r in requests)
     if not counts:
-        return OfflineResult(0.0, (), True, "optimal", time.perf_counter() - start)
+        return OfflineResult(0.0, (), True, "optimal")
     req = np.fromiter(counts, dtype=int)
     weight = np.fromiter(counts.values(), dtype=float)
     dist = np.linalg.norm(pts[site_idx][:, None, :] - pts[req][None, :, :], axis=-1)  # (sites, requests)
@@ -175,13 +195,7 @@ def facility_location_opt(
                 break
             opened.append(s)
             best, total = cand[s], float(totals[s])
-        return OfflineResult(
-            total,
-            tuple(int(site_idx[s]) for s in opened),
-            False,
-            "approx (greedy add)",
-            time.perf_counter() - start,
-        )
+        return OfflineResult(total, tuple(int(site_idx[s]) for s in opened), False, "approx (greedy add)")
     if n_s > MAX_EXACT_SITES:
         raise _over_cap("facility location size (number of sites)", n_s, MAX_EXACT_SITES)
     c = np.concatenate([np.full(n_s, float(opening_cost)), (dist * weight[None, :]).ravel()])
@@ -205,11 +219,12 @@ def facility_location_opt(
         options={"time_limit": time_limit},
     )
     return _milp_result(
-        res, c, lambda x: tuple(int(site_idx[s]) for s in np.flatnonzero(x[:n_s] > 0.5)), start, time_limit
+        res, c, lambda x: tuple(int(site_idx[s]) for s in np.flatnonzero(x[:n_s] > 0.5)), time_limit
     )
 
 
 # ------------------------------------------------------------------------------------------ parking permit
+@_timed
 def parking_permit_opt(
     durations: Sequence[int], costs: Sequence[float] | np.ndarray, requests: Sequence[int]
 ) -> OfflineResult:
@@ -220,7 +235,6 @@ def parking_permit_opt(
     nested (each duration divides the next) with aligned starts; the top level is summed over the
     intervals that hold requests.
     """
-    start_t = time.perf_counter()
     d = [int(x) for x in durations]
     c = [float(x) for x in costs]
     days = sorted({int(t) for t in requests})
@@ -247,7 +261,7 @@ def parking_permit_opt(
         v, s = solve(top, block * d[top], list(group))
         value += v
         chosen += s
-    return OfflineResult(value, tuple(chosen), True, "optimal", time.perf_counter() - start_t)
+    return OfflineResult(value, tuple(chosen), True, "optimal")
 
 
 # -------------------------------------------------------------------------------------------- Steiner tree
@@ -269,6 +283,7 @@ def _tree_value(weights: np.ndarray, edges: set[tuple[int, int]]) -> float:
     return float(sum(weights[u, v] for u, v in edges))
 
 
+@_timed
 def steiner_tree_opt(
     weights: np.ndarray, terminals: Sequence[int], *, method: str = "exact", euclidean: bool = False
 ) -> OfflineResult:
@@ -289,11 +304,10 @@ def steiner_tree_opt(
             ``method="exact"``.
     """
     _check_method(method)
-    start = time.perf_counter()
     w = np.asarray(weights, dtype=float)
     term = list(dict.fromkeys(int(t) for t in terminals))
     if len(term) <= 1:
-        return OfflineResult(0.0, (), True, "optimal", time.perf_counter() - start)
+        return OfflineResult(0.0, (), True, "optimal")
     if euclidean:
         if method == "exact":
             raise ValueError(
@@ -303,11 +317,7 @@ def steiner_tree_opt(
         mst = minimum_spanning_tree(w[np.ix_(term, term)]).tocoo()
         edges = {_edge(term[i], term[j]) for i, j in zip(mst.row, mst.col)}
         return OfflineResult(
-            _tree_value(w, edges),
-            tuple(sorted(edges)),
-            False,
-            "MST proxy (OPT <= MST <= 2 OPT)",
-            time.perf_counter() - start,
+            _tree_value(w, edges), tuple(sorted(edges)), False, "MST proxy (OPT <= MST <= 2 OPT)"
         )
     dist, pred = shortest_path(w, directed=False, return_predecessors=True)
     if not np.isfinite(dist[np.ix_(term, term)]).all():
@@ -320,11 +330,7 @@ def steiner_tree_opt(
         for i, j in zip(closure.row, closure.col):
             edges.update(_path_edges(pred[term[i]], term[i], term[j]))
         return OfflineResult(
-            _tree_value(w, edges),
-            tuple(sorted(edges)),
-            False,
-            "approx (metric-closure MST)",
-            time.perf_counter() - start,
+            _tree_value(w, edges), tuple(sorted(edges)), False, "approx (metric-closure MST)"
         )
     if len(term) > MAX_EXACT_TERMINALS:
         raise _over_cap("Steiner tree size (number of terminals)", len(term), MAX_EXACT_TERMINALS)
@@ -332,7 +338,7 @@ def steiner_tree_opt(
     tree_value = _tree_value(w, edges)
     if not math.isclose(tree_value, value, rel_tol=1e-9, abs_tol=1e-9):
         raise RuntimeError(f"internal error: Dreyfus-Wagner tree weighs {tree_value}, DP value {value}")
-    return OfflineResult(value, tuple(sorted(edges)), True, "optimal", time.perf_counter() - start)
+    return OfflineResult(value, tuple(sorted(edges)), True, "optimal")
 
 
 def _dreyfus_wagner(

@@ -8,8 +8,10 @@ from collections import defaultdict
 from collections.abc import Hashable
 
 import numpy as np
+from sklearn.base import BaseEstimator
 
-from hf_ext.online_covering.base import OnlineCoveringAlgorithm
+from hf_ext._validation import check_int, check_sequence
+from hf_ext.online_covering.core import OnlineCoveringAlgorithm, check_costs
 from hf_ext.online_covering.offline import OfflineResult, parking_permit_opt
 
 logger = logging.getLogger(__name__)
@@ -17,7 +19,7 @@ logger = logging.getLogger(__name__)
 _TIGHT = 1e-12
 
 
-class ParkingPermit(OnlineCoveringAlgorithm):
+class ParkingPermit(OnlineCoveringAlgorithm, BaseEstimator):
     """Deterministic primal-dual parking permit (Meyerson 2005), ``O(K)``-competitive.
 
     ``K`` permit types have nested durations ``D_k`` (each divides the next), aligned starts (multiples
@@ -57,26 +59,15 @@ class ParkingPermit(OnlineCoveringAlgorithm):
         self.costs = costs
 
     def _setup(self) -> None:
-        d = list(self.durations)
-        if not d or not all(isinstance(x, numbers.Integral) and int(x) >= 1 for x in d):
-            raise ValueError(
-                f"`durations` must be a non-empty sequence of ints >= 1, got {self.durations!r}."
-            )
+        d = check_sequence("durations", self.durations, lambda n, v: check_int(n, v, low=1), min_length=1)
         for a, b in zip(d, d[1:]):
             if b <= a or b % a:
                 raise ValueError(
                     f"`durations` must be nested and aligned (strictly increasing, each dividing the next), "
                     f"got {self.durations!r}: {b} does not follow {a}. E.g. durations=(1, 2, 4, 8)."
                 )
-        c = np.asarray(self.costs, dtype=float)
-        if c.shape != (len(d),):
-            raise ValueError(f"`costs` must hold one cost per duration ({len(d)}), got {self.costs!r}.")
-        if not (np.isfinite(c) & (c > 0)).all():
-            raise ValueError(
-                f"`costs` must be finite and > 0 (the primal-dual update divides by them), got {self.costs!r}."
-            )
-        self.durations_ = [int(x) for x in d]
-        self.costs_ = c
+        self.durations_ = d
+        self.costs_ = check_costs(self.costs, len(d), "duration")
         self.duals_: dict[int, float] = {}
         self.payments_: dict[tuple[int, int], float] = defaultdict(float)
         self._last_day = -1
@@ -89,7 +80,8 @@ class ParkingPermit(OnlineCoveringAlgorithm):
     def _check_order(self, day: int) -> None:
         if day < self._last_day:
             raise ValueError(
-                f"parking days must be served in non-decreasing order, got day {day} after day {self._last_day}."
+                "parking days must be served in non-decreasing order, "
+                f"got day {day} after day {self._last_day}."
             )
         self._last_day = day
 

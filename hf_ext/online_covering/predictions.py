@@ -16,7 +16,8 @@ from typing import Any
 from sklearn.base import BaseEstimator, clone
 
 from hf_ext._registry import paper
-from hf_ext.online_covering.base import LedgerView, OnlineCoveringAlgorithm
+from hf_ext._validation import check_choice, check_float
+from hf_ext.online_covering.core import LedgerView, OnlineCoveringAlgorithm
 from hf_ext.online_covering.offline import OfflineResult
 
 logger = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ MODES = ("upfront", "lazy")
 
 
 def prediction_error(true_requests: Iterable[Hashable], predicted_requests: Iterable[Hashable]) -> int:
-    """Count-based prediction error ``eta = |R \\ R_hat| + |R_hat \\ R|`` (multiset differences) [reconstructed].
+    """Count-based prediction error ``eta = |R \\ R_hat| + |R_hat \\ R|`` of multisets [reconstructed].
 
     Args:
         true_requests: The requests ``R`` that arrived (a multiset).
@@ -52,7 +53,7 @@ class WithPredictions(LedgerView, BaseEstimator):
     - ``mode="lazy"`` (default), when a predicted request arrives uncovered, buys only the cheapest part
       of ``SOL(R_hat)`` serving it: the cheapest solution set containing it (set cover), its nearest
       predicted facility (facility location), the predicted permit covering the day (parking), or the
-      predicted-tree path to the current tree (Steiner; not prototyped in the spec).
+      predicted-tree path to the current tree (Steiner).
 
     Each copy in ``R_hat`` is used once (multiset semantics). A request that is covered afterwards is
     only connected; every other request goes to the wrapped online algorithm ``A``, which runs on the
@@ -124,17 +125,14 @@ class WithPredictions(LedgerView, BaseEstimator):
 
     def reset(self) -> WithPredictions:
         """Validate, compute ``SOL(R_hat)`` (and buy it all in up-front mode); returns ``self``."""
-        if self.mode not in MODES:
-            raise ValueError(f'`mode` must be "upfront" or "lazy", got {self.mode!r}.')
-        if not (self.offline in ("exact", "approx") or isinstance(self.offline, OfflineResult)):
-            raise ValueError(
-                f'`offline` must be "exact", "approx" or an OfflineResult, got {self.offline!r}.'
-            )
-        if not self.time_limit > 0:
-            raise ValueError(f"`time_limit` must be > 0 seconds, got {self.time_limit!r}.")
+        check_choice("mode", self.mode, MODES)
+        if not isinstance(self.offline, OfflineResult):
+            check_choice("offline", self.offline, ("exact", "approx"), hint="Or pass an OfflineResult.")
+        check_float("time_limit", self.time_limit, low=0, low_open=True, hint="Seconds for an exact MILP.")
         if not isinstance(self.estimator, OnlineCoveringAlgorithm):
             raise TypeError(
-                f"`estimator` must be an OnlineCoveringAlgorithm (e.g. OnlineSetCover), got {type(self.estimator).__name__}."
+                "`estimator` must be an OnlineCoveringAlgorithm (e.g. OnlineSetCover), "
+                f"got {type(self.estimator).__name__}."
             )
         online = clone(self.estimator).reset()
         predicted: list[Hashable] = []

@@ -1,9 +1,9 @@
-"""Follow-the-cheaper with doubling budgets: a robust combination of two online covering algorithms [reconstructed]."""
+"""Follow the cheaper of two online covering algorithms under doubling budgets: a robust combination
+[reconstructed]."""
 
 from __future__ import annotations
 
 import logging
-import numbers
 import warnings
 from collections.abc import Hashable, Iterable
 from typing import Any
@@ -11,7 +11,8 @@ from typing import Any
 from sklearn.base import BaseEstimator, clone
 
 from hf_ext._registry import paper
-from hf_ext.online_covering.base import LedgerView, OnlineCoveringAlgorithm
+from hf_ext._validation import check_choice, check_float
+from hf_ext.online_covering.core import LedgerView, OnlineCoveringAlgorithm
 from hf_ext.online_covering.predictions import WithPredictions
 
 logger = logging.getLogger(__name__)
@@ -21,7 +22,7 @@ _REL_TOL = 1e-9
 
 
 class Robustify(LedgerView, BaseEstimator):
-    """Run two online algorithms in simulation and follow the cheaper one under doubling budgets [reconstructed].
+    """Run two online algorithms in simulation; follow the cheaper one under doubling budgets [reconstructed].
 
     Both algorithms serve every request (in simulation). Phase ``i`` follows the *active* one under the
     budget ``B_i = B_0 ratio^i``. After both have served the current request, while the active one's
@@ -30,7 +31,7 @@ class Robustify(LedgerView, BaseEstimator):
     what it bought for this request. Our purchases always contain the active algorithm's solution, so
     every request is covered (a facility-location request connects to the nearest facility we own).
 
-    Guarantee (the spec's derivation, not the paper's): with ``k`` phases and ``c_max`` the most either
+    Guarantee (our derivation, not the paper's): with ``k`` phases and ``c_max`` the most either
     algorithm paid for one request,
     ``cost <= ratio^3 / (ratio - 1) * min(cost_A, cost_B) + (k + 1) c_max + ratio B_0``
     (multiplier 8 at ``ratio=2``, smallest, 6.75, at ``ratio=1.5``).
@@ -107,31 +108,17 @@ class Robustify(LedgerView, BaseEstimator):
 
     def reset(self) -> Robustify:
         """Validate, reset both simulated algorithms and the ledger; returns ``self``."""
-        ratio = self.ratio
-        if (
-            not isinstance(ratio, numbers.Real)
-            or isinstance(ratio, bool)
-            or not ratio > 1
-            or ratio == float("inf")
-        ):
-            raise ValueError(f"`ratio` must be a finite number > 1, got {ratio!r}. E.g. ratio=2.0.")
+        check_float("ratio", self.ratio, low=1, low_open=True, hint="E.g. ratio=2.0.")
         budget = self.initial_budget
         if isinstance(budget, str):
-            if budget not in BUDGET_MODES:
-                raise ValueError(
-                    f'`initial_budget` must be "min_item", "prediction" or a float > 0, got {budget!r}.'
-                )
+            check_choice("initial_budget", budget, BUDGET_MODES, hint="Or pass a float > 0.")
             if budget == "prediction" and not isinstance(self.primary, WithPredictions):
                 raise ValueError(
                     '`initial_budget="prediction"` needs `primary` to be a WithPredictions, got '
                     f"{type(self.primary).__name__}."
                 )
-        elif (
-            not isinstance(budget, numbers.Real) or isinstance(budget, bool) or not 0 < budget < float("inf")
-        ):
-            raise ValueError(
-                f'`initial_budget` must be "min_item", "prediction" or a float > 0, got {budget!r}.'
-            )
+        else:
+            check_float("initial_budget", budget, low=0, low_open=True, hint='Or "min_item" / "prediction".')
         for name, alg in (("primary", self.primary), ("fallback", self.fallback)):
             if isinstance(alg, WithPredictions) and alg.mode == "upfront":
                 warnings.warn(

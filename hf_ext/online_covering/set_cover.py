@@ -1,4 +1,4 @@
-"""Online weighted set cover: Alon, Awerbuch, Azar, Buchbinder and Naor (randomised primal-dual + rounding)."""
+"""Online weighted set cover: Alon, Awerbuch, Azar, Buchbinder and Naor (randomised primal-dual, rounding)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,16 @@ import math
 from collections.abc import Hashable, Sequence
 
 import numpy as np
+from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
-from hf_ext.online_covering.base import OnlineCoveringAlgorithm
+from hf_ext.online_covering.core import OnlineCoveringAlgorithm, check_costs
 from hf_ext.online_covering.offline import OfflineResult, set_cover_opt
 
 logger = logging.getLogger(__name__)
 
 
-class OnlineSetCover(OnlineCoveringAlgorithm):
+class OnlineSetCover(OnlineCoveringAlgorithm, BaseEstimator):
     """Online weighted set cover (Alon-Awerbuch-Azar-Buchbinder-Naor), ``O(log m log n)``-competitive.
 
     Elements arrive one at a time; an uncovered element must be covered by buying a set containing it.
@@ -45,7 +46,7 @@ class OnlineSetCover(OnlineCoveringAlgorithm):
     thresholds_ : ndarray of shape (m,)
         The rounding thresholds ``theta_S``.
     cost_, solution_, history_, cost_breakdown_
-        The purchase ledger (see :class:`~hf_ext.online_covering.base.OnlineCoveringAlgorithm`).
+        The purchase ledger (see :class:`~hf_ext.online_covering.core.OnlineCoveringAlgorithm`).
 
     Examples
     --------
@@ -64,20 +65,7 @@ class OnlineSetCover(OnlineCoveringAlgorithm):
 
     def _setup(self) -> None:
         sets = [frozenset(s) for s in self.sets]
-        costs = np.asarray(self.costs, dtype=float)
-        if costs.ndim != 1 or len(sets) != costs.size:
-            raise ValueError(
-                f"`sets` and `costs` must have the same length, got {len(sets)} sets and costs of shape "
-                f"{costs.shape}. Pass one cost per set."
-            )
-        if not sets:
-            raise ValueError("`sets` must hold at least one set, got 0.")
-        bad = np.flatnonzero(~np.isfinite(costs) | (costs <= 0))
-        if bad.size:
-            raise ValueError(
-                f"`costs` must be finite and > 0 (the primal-dual update divides by them), got "
-                f"costs[{bad[0]}]={costs[bad[0]]!r}."
-            )
+        costs = check_costs(self.costs, len(sets), "set")
         self.sets_, self.costs_ = sets, costs
         containing: dict[Hashable, list[int]] = {}
         for i, s in enumerate(sets):

@@ -10,8 +10,9 @@ from collections.abc import Hashable
 import numpy as np
 from scipy import sparse
 from scipy.sparse.csgraph import connected_components, dijkstra
+from sklearn.base import BaseEstimator
 
-from hf_ext.online_covering.base import OnlineCoveringAlgorithm
+from hf_ext.online_covering.core import OnlineCoveringAlgorithm
 from hf_ext.online_covering.offline import OfflineResult, _edge, _path_edges, steiner_tree_opt
 
 logger = logging.getLogger(__name__)
@@ -23,7 +24,8 @@ def _dense_weights(graph) -> np.ndarray:
         nodes = list(graph.nodes)
         if nodes != list(range(len(nodes))):
             raise ValueError(
-                "`graph` (networkx) must have nodes 0..n-1; relabel it with nx.convert_node_labels_to_integers."
+                "`graph` (networkx) must have nodes 0..n-1; relabel it with "
+                "nx.convert_node_labels_to_integers."
             )
         w = np.zeros((len(nodes), len(nodes)))
         for u, v, data in graph.edges(data=True):
@@ -43,7 +45,7 @@ def _dense_weights(graph) -> np.ndarray:
     return np.maximum(w, w.T)
 
 
-class GreedySteinerTree(OnlineCoveringAlgorithm):
+class GreedySteinerTree(OnlineCoveringAlgorithm, BaseEstimator):
     """Greedy online Steiner tree (Imase-Waxman), ``O(log k)``-competitive, which is tight.
 
     Each arriving terminal is connected to the nearest vertex already connected to the first terminal

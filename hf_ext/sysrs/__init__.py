@@ -1,36 +1,9 @@
 """SySRs (ICML 2026, arXiv 2606.07726): budgeted best-model identification with paired (synchronised) queries.
 
-Pure numpy; ``hf_ext.estimators.BestModelIdentifier`` is the scikit-learn-style front end.
+Ask/tell schedulers (``SySRs``, ``SuccessiveRejects``, ``SequentialHalving``, ``UniformAllocation``), the
+offline simulator ``simulate`` and the selector ``BestModelIdentifier``; names resolve on first use.
 """
 
-from hf_ext.sysrs.core import (
-    ALGORITHMS,
-    Batch,
-    BestArmScheduler,
-    SequentialHalving,
-    SuccessiveRejects,
-    SynchronizedSuccessiveRejects,
-    SySRs,
-    UniformAllocation,
-    identify_best_model,
-    make_scheduler,
-    sh_schedule,
-    sr_schedule,
-)
-from hf_ext.sysrs.simulate import simulate
+from hf_ext._lazy import lazy_package
 
-__all__ = [
-    "ALGORITHMS",
-    "Batch",
-    "BestArmScheduler",
-    "SequentialHalving",
-    "SuccessiveRejects",
-    "SySRs",
-    "SynchronizedSuccessiveRejects",
-    "UniformAllocation",
-    "identify_best_model",
-    "make_scheduler",
-    "sh_schedule",
-    "simulate",
-    "sr_schedule",
-]
+__getattr__, __dir__ = lazy_package(__name__)

@@ -1,9 +1,9 @@
-"""Score matrices (models x queries) for best-model identification: a real scikit-learn zoo and an IRT simulator.
+"""Score matrices (models x queries) for best-model identification: a scikit-learn zoo and IRT draws.
 
 ``sklearn_correctness_matrix`` is real data: each row is one classifier, each column one sample of a built-in
-scikit-learn dataset, and the entry is 1 when the classifier's out-of-fold prediction for that sample is right.
-``irt_matrix`` is synthetic: a Rasch (1-parameter IRT) model whose question-difficulty spread controls how
-similar the models' mistakes are (a large spread makes every model fail on the same hard questions).
+scikit-learn dataset, and the entry is 1 when the classifier's out-of-fold prediction for that sample is
+right. ``irt_matrix`` is synthetic: a Rasch (1-parameter IRT) model whose question-difficulty spread controls
+how similar the models' mistakes are (a large spread makes every model fail on the same hard questions).
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ DATASETS = ("digits", "breast_cancer", "wine")
 
 
 def classifier_zoo() -> list[tuple[str, Any]]:
-    """The 11 scikit-learn classifiers of the spec's real matrix, as ``(name, unfitted estimator)`` pairs.
+    """The 11 scikit-learn classifiers of the benchmark's real matrix, as ``(name, estimator)`` pairs.
 
-    Only fast models (each fits in seconds on two cores); boosted trees and large forests are left out on purpose.
+    Only fast models (each fits in seconds on two cores); boosted trees and large forests are left out on
+    purpose.
     """
     from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
     from sklearn.ensemble import RandomForestClassifier
@@ -52,9 +53,10 @@ def classifier_zoo() -> list[tuple[str, Any]]:
 def sklearn_correctness_matrix(
     dataset: str = "digits", zoo: list[tuple[str, Any]] | None = None, *, cv_seed: int = 0
 ) -> tuple[np.ndarray, list[str]]:
-    """Out-of-fold correctness of a classifier zoo on a built-in scikit-learn dataset (real data, no download).
+    """Out-of-fold correctness of a classifier zoo on a built-in scikit-learn dataset (real data).
 
-    Predictions come from ``cross_val_predict`` with ``StratifiedKFold(5, shuffle=True, random_state=cv_seed)``.
+    Predictions come from ``cross_val_predict`` with
+    ``StratifiedKFold(5, shuffle=True, random_state=cv_seed)``.
 
     Args:
         dataset: ``"digits"`` (1797 samples), ``"breast_cancer"`` (569) or ``"wine"`` (178).
@@ -97,9 +99,10 @@ def irt_matrix(
 ) -> np.ndarray:
     """Synthetic 0/1 correctness from a Rasch model, ``P(S[m, q] = 1) = sigmoid(theta_m - b_q)``.
 
-    Abilities ``theta`` are evenly spaced over ``ability_range``; difficulties ``b_q ~ N(0, difficulty_scale**2)``.
-    A larger ``difficulty_scale`` makes models fail on the same questions, i.e. raises their similarity
-    (mean pairwise correlation about 0.02 at 0.3 and 0.55 at 3 with the defaults).
+    Abilities ``theta`` are evenly spaced over ``ability_range``; difficulties
+    ``b_q ~ N(0, difficulty_scale**2)``. A larger ``difficulty_scale`` makes models fail on the same
+    questions, i.e. raises their similarity (mean pairwise correlation about 0.02 at 0.3 and 0.55 at 3 with
+    the defaults).
 
     Returns:
         Float array of shape ``(n_models, n_queries)`` with entries in {0, 1}.
@@ -112,7 +115,10 @@ def irt_matrix(
 
 
 def mean_pairwise_correlation(S: np.ndarray) -> float:
-    """Mean Pearson correlation between the rows of ``S`` (models' scores across queries); constant rows are skipped."""
+    """Mean Pearson correlation between the rows of ``S`` (models' scores across queries).
+
+    Constant rows are skipped; ``nan`` when fewer than two rows vary.
+    """
     S = np.asarray(S, dtype=float)
     keep = S.std(axis=1) > 0
     if keep.sum() < 2:

@@ -1,6 +1,6 @@
 """Offline simulation of best-model identification over a known score matrix (models x queries).
 
-The simulator drives the very schedulers of :mod:`hf_ext.sysrs.core` through ``ask``/``tell``, answering each
+The simulator drives the very schedulers of :mod:`hf_ext.sysrs` through ``ask``/``tell``, answering each
 batch from the matrix, so a simulated run is exactly what the scheduler would do against live models.
 Repetition ``r`` uses scheduler seed ``seed + r``.
 """
@@ -12,45 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from hf_ext.sysrs.core import BestArmScheduler, _check_score_range, make_scheduler
-
-
-def check_score_matrix(S: Any, score_range: tuple[float, float] | None = None) -> np.ndarray:
-    """Validate a score matrix and return it as floats in [0, 1] (NaN kept), shape ``(n_models, n_queries)``.
-
-    Raises:
-        ValueError: ``S`` is not 2-D, is empty, holds infinities, or has values outside [0, 1] after the
-            optional ``score_range=(lo, hi)`` rescaling.
-    """
-    S = np.array(S, dtype=float)  # a copy: rescaling never touches the caller's array
-    if S.ndim != 2:
-        raise ValueError(
-            f"`S` must be a 2-D score matrix of shape (n_models, n_queries), got shape {S.shape}."
-        )
-    if S.size == 0:
-        raise ValueError(f"`S` must have at least one model and one query, got shape {S.shape}.")
-    if np.isinf(S).any():
-        raise ValueError("`S` must not contain infinities; use NaN for failed evaluations.")
-    rng = _check_score_range(score_range)
-    if rng is not None:
-        S = (S - rng[0]) / (rng[1] - rng[0])
-    if np.nanmin(S, initial=0.0) < 0.0 or np.nanmax(S, initial=1.0) > 1.0:
-        where = "after rescaling by `score_range` " if rng is not None else ""
-        raise ValueError(
-            f"`S` must lie in [0, 1] {where}(bounded scores), got values in "
-            f"[{np.nanmin(S):.4g}, {np.nanmax(S):.4g}]. Pass score_range=(lo, hi) to rescale."
-        )
-    out: np.ndarray = S
-    return out
-
-
-def true_means(S: np.ndarray, nan_policy: str = "zero") -> np.ndarray:
-    """Full-benchmark mean per model (the ground truth): NaN counts 0 (``"zero"``) or its query is dropped for
-    every model (``"drop_query"``). Shape ``(n_models,)``."""
-    if nan_policy == "drop_query":
-        keep = ~np.isnan(S).any(axis=0)
-        return np.asarray(S[:, keep].mean(axis=1) if keep.any() else np.zeros(len(S)), dtype=float)
-    return np.asarray(np.nan_to_num(S, nan=0.0).mean(axis=1), dtype=float)
+from hf_ext._validation import check_int
+from hf_ext.sysrs.core import make_scheduler
+from hf_ext.sysrs.scheduler import BestArmScheduler
+from hf_ext.sysrs.scores import check_score_matrix, true_means
 
 
 def run_scheduler(S: np.ndarray, sched: BestArmScheduler) -> int:
@@ -88,7 +53,8 @@ def simulate(
     """Repeat one identification run ``reps`` times on the score matrix ``S`` and summarise the outcome.
 
     Args:
-        S: Scores, shape ``(n_models, n_queries)``, in [0, 1] (or in ``score_range``); NaN = failed evaluation.
+        S: Scores, shape ``(n_models, n_queries)``, in [0, 1] (or in ``score_range``); NaN = failed
+            evaluation.
         budget: Evaluations per run.
         algorithm: ``"sysrs"``, ``"sr"``, ``"uniform"``, ``"uniform_synced"``, ``"sh"`` or ``"sh_synced"``.
         reps: Number of repetitions (seeds ``seed .. seed + reps - 1``).
@@ -98,8 +64,8 @@ def simulate(
         statistic: Elimination statistic passed to the scheduler (see ``SuccessiveRejects``).
 
     Returns:
-        A dict with ``error_rate`` (share of runs not picking a best model; ties in the true means all count as
-        best), ``simple_regret`` (mean gap between the best and the picked model's full-benchmark mean, in
+        A dict with ``error_rate`` (share of runs not picking a best model; ties in the true means all count
+        as best), ``simple_regret`` (mean gap between the best and the picked model's full-benchmark mean, in
         percentage points), ``spent`` (int array ``(reps,)``), ``picks`` (int array ``(reps,)``) and ``best``
         (ids of the true best models).
 
@@ -109,9 +75,7 @@ def simulate(
     >>> out["error_rate"], out["best"].tolist()
     (0.0, [0])
     """
-    reps = int(reps)
-    if reps < 1:
-        raise ValueError(f"`reps` must be an int >= 1, got {reps}.")
+    reps = check_int("reps", reps, low=1)
     S = check_score_matrix(S, score_range)
     means = true_means(S, nan_policy)
     best = np.flatnonzero(means >= means.max() - 1e-12)

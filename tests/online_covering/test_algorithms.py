@@ -154,25 +154,25 @@ def test_bad_facility_request_raises():
 def test_set_cover_bad_costs_raise(costs):
     from hf_ext.online_covering import OnlineSetCover
 
-    with pytest.raises(ValueError, match=r"`costs` must be finite and > 0"):
+    with pytest.raises(ValueError, match=r"`costs\[[01]\]` must be a finite float > 0, got"):
         OnlineSetCover(sets=[[0], [1]], costs=costs).serve(0)
 
 
 def test_parking_bad_costs_and_opening_cost_raise():
     from hf_ext.online_covering import MeyersonFacilityLocation, ParkingPermit
 
-    with pytest.raises(ValueError, match=r"`costs` must be finite and > 0"):
+    with pytest.raises(ValueError, match=r"`costs\[1\]` must be a finite float > 0, got 0.0"):
         ParkingPermit(durations=[1, 2], costs=[1.0, 0.0]).serve(0)
-    with pytest.raises(ValueError, match=r"`opening_cost` must be a finite number > 0, got 0"):
+    with pytest.raises(ValueError, match=r"`opening_cost` must be a finite float > 0, got 0"):
         MeyersonFacilityLocation(points=np.zeros((2, 2)), opening_cost=0).serve(0)
-    with pytest.raises(ValueError, match=r"`opening_cost` must be a finite number > 0, got inf"):
+    with pytest.raises(ValueError, match=r"`opening_cost` must be a finite float > 0, got inf"):
         MeyersonFacilityLocation(points=np.zeros((2, 2)), opening_cost=float("inf")).serve(0)
 
 
 def test_mismatched_sets_costs_raise():
     from hf_ext.online_covering import OnlineSetCover
 
-    with pytest.raises(ValueError, match=r"`sets` and `costs` must have the same length, got 2 sets"):
+    with pytest.raises(ValueError, match=r"`costs` must hold one cost per set \(2\), got 1 cost"):
         OnlineSetCover(sets=[[0], [1]], costs=[1.0]).serve(0)
 
 

@@ -144,11 +144,9 @@ def test_bad_mode_offline_and_serve_after_finalize():
     from hf_ext.online_covering import OnlineSetCover, WithPredictions
 
     base = OnlineSetCover([[0]], [1.0])
-    with pytest.raises(ValueError, match=r'`mode` must be "upfront" or "lazy", got \'eager\''):
+    with pytest.raises(ValueError, match=r"`mode` must be one of 'upfront', 'lazy', got 'eager'"):
         WithPredictions(base, [0], mode="eager").serve(0)
-    with pytest.raises(
-        ValueError, match=r"`offline` must be \"exact\", \"approx\" or an OfflineResult, got 'best'"
-    ):
+    with pytest.raises(ValueError, match=r"`offline` must be one of 'exact', 'approx', got 'best'. Or"):
         WithPredictions(base, [0], offline="best").serve(0)
     with pytest.raises(TypeError, match=r"`estimator` must be an OnlineCoveringAlgorithm"):
         WithPredictions(object(), [0]).serve(0)

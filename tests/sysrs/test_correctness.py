@@ -1,4 +1,4 @@
-"""Identification behaviour: exact answers, ties, the paired advantage and a reference check of classical SR."""
+"""Identification behaviour: exact answers, ties, the paired advantage, a reference check of classical SR."""
 
 from __future__ import annotations
 

@@ -7,12 +7,11 @@ import pickle
 import numpy as np
 import pytest
 
+from hf_ext.sysrs.baselines import SequentialHalving, UniformAllocation
 from hf_ext.sysrs.core import (
     ALGORITHMS,
-    SequentialHalving,
     SuccessiveRejects,
     SynchronizedSuccessiveRejects,
-    UniformAllocation,
     identify_best_model,
     make_scheduler,
 )
@@ -159,7 +158,7 @@ def test_recommend_allow_partial_does_not_change_the_run() -> None:
     assert run_scheduler(S, sched) == run_scheduler(S, ref)
 
 
-# -- bad inputs ------------------------------------------------------------------------------------------------
+# -- bad inputs --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
@@ -168,16 +167,18 @@ def test_recommend_allow_partial_does_not_change_the_run() -> None:
         (
             {"budget": 5},
             ValueError,
-            "`budget` must be an int >= 6 for SuccessiveRejects with n_models=5, got 5",
+            "`budget` must be an int >= 6, got 5. SuccessiveRejects with n_models=5 needs budget > n_models",
         ),
         ({"budget": -1}, ValueError, "`budget` must be an int >= 0, got -1"),
-        ({"n_models": 5.0}, TypeError, "`n_models` must be an int, got 5.0"),
-        ({"n_queries": "10"}, TypeError, "`n_queries` must be an int, got '10'"),
-        ({"budget": True}, TypeError, "`budget` must be an int, got True"),
+        ({"n_models": 5.0}, TypeError, "`n_models` must be an int >= 1, got 5.0"),
+        ({"n_queries": "10"}, TypeError, "`n_queries` must be an int >= 1, got '10'"),
+        ({"budget": True}, TypeError, "`budget` must be an int >= 0, got True"),
         ({"nan_policy": "skip"}, ValueError, "`nan_policy` must be one of .* got 'skip'"),
-        ({"score_range": (1, 0)}, ValueError, "`score_range` must be a finite pair with lo < hi"),
-        ({"score_range": "wide"}, ValueError, "`score_range` must be None or a pair"),
-        ({"statistic": "median"}, ValueError, "`statistic` must be 'mean' or a callable"),
+        ({"score_range": (1, 0)}, ValueError, "`score_range` must be a pair \\(lo, hi\\) with lo < hi"),
+        ({"score_range": "wide"}, TypeError, "`score_range` must be a list, got 'wide'"),
+        ({"score_range": (0, float("inf"))}, ValueError, "`score_range\\[1\\]` must be a finite float"),
+        ({"statistic": "median"}, ValueError, "`statistic` must be one of 'mean', got 'median'. Or pass"),
+        ({"synchronized": 1}, TypeError, "`synchronized` must be a bool, got 1"),
     ],
 )
 def test_constructor_errors(kwargs: dict, error: type, match: str) -> None:
@@ -189,10 +190,10 @@ def test_constructor_errors(kwargs: dict, error: type, match: str) -> None:
 def test_budget_minimum_per_algorithm() -> None:
     UniformAllocation(5, 10, budget=5)
     with pytest.raises(
-        ValueError, match="`budget` must be an int >= 5 for UniformAllocation with n_models=5, got 4"
+        ValueError, match="`budget` must be an int >= 5, got 4. UniformAllocation with n_models=5 needs"
     ):
         UniformAllocation(5, 10, budget=4)
-    with pytest.raises(ValueError, match="`budget` must be an int >= 6 for SequentialHalving"):
+    with pytest.raises(ValueError, match="`budget` must be an int >= 6, got 5. SequentialHalving with"):
         SequentialHalving(5, 10, budget=5)
     with pytest.raises(ValueError, match="`algorithm` must be one of .* got 'ucb'"):
         make_scheduler("ucb", 5, 10, 20)

@@ -1,4 +1,4 @@
-"""The Successive Rejects and Sequential Halving schedules: worked values, budget accounting, zero-size phases."""
+"""The Successive Rejects and Sequential Halving schedules: worked values, budget accounting, empty phases."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from hf_ext.sysrs.core import logbar, sh_schedule, sr_schedule
+from hf_ext.sysrs.baselines import sh_schedule
+from hf_ext.sysrs.core import logbar, sr_schedule
 
 
 def test_logbar_values() -> None:
