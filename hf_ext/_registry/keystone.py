@@ -8,10 +8,15 @@ METHOD = MethodInfo(
     title="Tiny Brains, Giant Impact: Uncovering the Keystone Neurons of LLM with Just a Few Prompts",
     venue="ICML 2026",
     arxiv="2605.24846",
-    host="PEFT ShiraConfig subclass (custom mask_fn) + forward-hook ablation on transformers causal LMs",
+    host=(
+        "PEFT tuner (KeystoneConfig / KeystoneModel / KeystoneLayer, peft_type KEYSTONE) + forward-hook "
+        "ablation on transformers causal LMs"
+    ),
     extras=("peft", "transformers"),
     public={
         "KeystoneConfig": f"{_K}.config",
+        "KeystoneModel": f"{_K}.model",
+        "KeystoneLayer": f"{_K}.layer",
         "KeystoneSet": f"{_K}.sets",
         "KeystoneGradMaskCallback": f"{_K}.callback",
         "find_keystone_neurons": f"{_K}.core",
@@ -21,13 +26,14 @@ METHOD = MethodInfo(
         "text_nll": f"{_K}.core",
         "ablate_neurons": f"{_K}.ablate",
         "random_neuron_set": f"{_K}.ablate",
-        "attach_keystone_grad_mask": f"{_K}.adapter",
-        "save_keystone_adapter": f"{_K}.adapter",
-        "load_keystone_adapter": f"{_K}.adapter",
-        "keystone_trainable_parameters": f"{_K}.adapter",
+        "attach_keystone_grad_mask": f"{_K}.legacy",
+        "save_keystone_adapter": f"{_K}.legacy",
+        "load_keystone_adapter": f"{_K}.legacy",
+        "keystone_trainable_parameters": f"{_K}.legacy",
     },
     bench=f"{_K}.bench:run",
     moved={
+        f"{_K}.adapter": f"{_K}.legacy",
         f"{_K}.bench_data": f"{_K}._bench_data",
         f"{_K}.finetune": f"{_K}._bench_finetune",
     },
@@ -46,7 +52,7 @@ METHOD = MethodInfo(
         "neuron = one output channel (weight row) of q/k/v/o/gate/up projections (down_proj excluded)",
         "score = min over tasks of per-module mean-normalised mean |activation|, BOS dropped",
         "global top-k selection and select_k_by_ablation rule",
-        "keystone-only SFT parameterisation: weight rows only, as SHiRA entries with frozen zero pads",
+        "keystone-only SFT parameterisation: a delta on the selected weight rows only (no bias, no column)",
     ),
     note=(
         "Method section unavailable; the statistic is a reconstruction that reproduces the collapse on "

@@ -1,176 +1,154 @@
-"""`KeystoneConfig`: a PEFT ``ShiraConfig`` whose mask trains only the weight rows of keystone neurons."""
+"""`KeystoneConfig`: the PEFT config of keystone-only fine-tuning, holding the neuron set as data."""
 
 from __future__ import annotations
 
-import logging
-import math
+import enum
+import warnings
 from dataclasses import InitVar, dataclass, field
 from typing import Any
 
-import torch
-from peft import ShiraConfig
-from torch import nn
+from peft import PeftConfig
+from peft.utils import PeftType
 
 from hf_ext._registry import paper
-from hf_ext._validation import check_int
-from hf_ext.peft.keystone.adapter import attach_keystone_grad_mask
-from hf_ext.peft.keystone.sets import KeystoneSet, base_linear
-
-logger = logging.getLogger(__name__)
+from hf_ext._validation import check_bool, check_int, check_sequence
+from hf_ext.peft.keystone.sets import FORBIDDEN_MODULES, KeystoneSet
 
 
-def _module_sizes(model: nn.Module, keystone_set: KeystoneSet) -> dict[str, tuple[int, int, int]]:
-    """``name -> (k_m, in_features, out_features)`` for every module of the set."""
-    sizes = {}
-    for name, rows in keystone_set.indices.items():
-        lin = base_linear(model.get_submodule(name))
-        sizes[name] = (len(rows), lin.in_features, lin.out_features)
-    return sizes
+class KeystonePeftType(str, enum.Enum):  # noqa: UP042 -- the same kind as PeftType (str() shows the name)
+    """The ``peft_type`` of keystone adapters (``"KEYSTONE"`` in ``adapter_config.json``).
 
-
-def minimal_rank(sizes: dict[str, tuple[int, int, int]]) -> int:
-    """Smallest global SHiRA ``r`` with ``r * (in + out) >= k_m * in`` in every module."""
-    return max(1, *(math.ceil(k * i / (i + o)) for k, i, o in sizes.values()))
-
-
-def keystone_mask(rows: list[int], r: int, out_features: int, in_features: int) -> torch.Tensor:
-    """0/1 mask ``(out_features, in_features)`` with exactly ``r * (in + out)`` ones: ``rows`` complete, pads
-    elsewhere.
-
-    Pads fill the other rows in order, ``in_features - 1`` per row (never a complete row), so the complete
-    rows of the mask are exactly ``rows``.
-
-    Example:
-        >>> m = keystone_mask([1], r=1, out_features=3, in_features=4)
-        >>> m.sum().item(), m[1].tolist(), m[0].tolist()
-        (7.0, [1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 0.0])
+    peft 0.21's ``PeftType`` enum is closed, so the value is a one-member enum of the same kind (a ``str``
+    enum whose name equals its value): it hashes and compares like the string, as ``PeftType`` members do.
     """
-    mask = torch.zeros(out_features, in_features)
-    mask[rows] = 1.0
-    pads = r * (in_features + out_features) - len(rows) * in_features
-    taken = set(rows)
-    others = torch.tensor([j for j in range(out_features) if j not in taken], dtype=torch.long)
-    capacity = len(others) * (in_features - 1)
-    if pads < 0 or pads > capacity:
-        raise ValueError(
-            f"SHiRA pad capacity overflow: r={r} needs {r * (in_features + out_features)} values, "
-            f"{len(rows)} keystone rows take {len(rows) * in_features}, leaving {pads} pads for a "
-            f"capacity of "
-            f"{capacity} ((out - k_m) * (in - 1)). Use fewer modules (a smaller or more concentrated "
-            f"set) or a smaller r."
-        )
-    if pads:
-        grid = torch.zeros(len(others), in_features)
-        grid[:, :-1] = 1.0
-        pos = grid.flatten().nonzero().squeeze(1)[:pads]
-        flat = torch.zeros(len(others) * in_features)
-        flat[pos] = 1.0
-        mask[others] = flat.view(len(others), in_features)
-    return mask
+
+    KEYSTONE = "KEYSTONE"
+
+
+PEFT_TYPE: str = getattr(PeftType, "KEYSTONE", KeystonePeftType.KEYSTONE)
 
 
 @dataclass
-class KeystoneConfig(ShiraConfig):
-    """PEFT config for keystone-only fine-tuning: ``get_peft_model(model, KeystoneConfig(model=m,
-    keystone_set=ks))``.
+class KeystoneConfig(PeftConfig):
+    """PEFT config that trains only the weight rows of a keystone set: ``get_peft_model(model, config)``.
 
-    A ``ShiraConfig`` (peft's public custom-mask extension point) whose ``mask_fn`` marks every row of the
-    keystone neurons of each module in the set, plus frozen zero pads to reach SHiRA's ``r * (in + out)``
-    count. ``target_modules`` becomes the list of full module names of the set. The mask function knows the
-    model through a closure keyed on ``id(model.get_submodule(name))``, and on its first call registers a
-    one-shot forward pre-hook on the model that attaches the pad gradient mask
-    (:func:`attach_keystone_grad_mask`) before any backward, so a plain ``get_peft_model`` trains only
-    keystone rows.
+    The set is data, ``keystone_rows = {module name: [row indices]}`` (names relative to the causal LM), so
+    the config is written to ``adapter_config.json`` and applies to any instance of the checkpoint it was
+    found on. Each targeted ``nn.Linear`` gets a :class:`~hf_ext.peft.keystone.layer.Linear` with one delta
+    of shape ``(len(rows), in_features)``; PEFT's trainable-parameter count is therefore
+    ``sum_m len(rows_m) * in_m``.
 
-    [paper] SFT of keystone neurons only. [reconstructed] the parameterisation: rows only (no bias entry, no
-    consuming column), trained as SHiRA entries; biases stay frozen (matters for Qwen2's biased q/k/v).
-
-    ``save_pretrained`` writes ``peft_type: SHIRA`` with ``mask_type: "keystone"``;
-    ``PeftModel.from_pretrained`` needs no mask function (the indices are saved).
-    ``print_trainable_parameters`` counts the pads too (``r * sum(in + out)``);
-    :func:`keystone_trainable_parameters` gives the effective ``sum k_m * in_m``.
+    [paper] Supervised fine-tuning of the keystone neurons only. [reconstructed] The parameterisation: the
+    weight rows of the selected output channels (no bias entry, no consuming column).
 
     Args:
-        model: The causal LM the set was found on (``InitVar``: not stored, not serialised).
-        keystone_set: The neurons to train (``InitVar``).
-        r: Global SHiRA rank, *optional*, defaults to the smallest one that fits every module's keystone rows.
-        mask_type: Stored in ``adapter_config.json``, defaults to ``"keystone"``.
+        keystone_rows: Module name -> weight-row (output-channel) indices to train.
+        fingerprint: Config fields of the checkpoint the set was found on (``model_type``, sizes,
+            ``vocab_size``); checked when the adapter is applied. Empty skips the check.
+        discovery: The settings that produced the set (pool, normalisation, aggregation, ``k``, tasks, prompt
+            hash); kept for provenance, not used to apply the adapter.
+        init_weights: Start the deltas at 0 (the adapted model equals the base), defaults to ``True``;
+            ``False`` draws them from ``N(0, 0.02^2)``, for tests.
+        keystone_set: *Init only.* A :class:`~hf_ext.peft.keystone.sets.KeystoneSet` that fills
+            ``keystone_rows``, ``fingerprint`` and ``discovery``.
+        model: *Init only, deprecated.* Accepted for the old ``KeystoneConfig(model=m, keystone_set=ks)``
+            form: the set is checked against it, with a ``DeprecationWarning``.
 
     Raises:
-        ValueError: missing ``model``/``keystone_set``, a set that does not fit the model,
-            ``init_weights=False``, an ``r`` too small for the rows, or a pad capacity overflow.
+        ValueError: an empty set, duplicate or negative rows, embeddings or the LM head targeted, both
+            ``keystone_rows`` and ``keystone_set`` given, or ``target_modules`` that differ from the set.
 
     Example:
         >>> from peft import get_peft_model
         >>> from hf_ext.testing import tiny_llama
-        >>> lm = tiny_llama()
-        >>> ks = KeystoneSet({"model.layers.0.self_attn.o_proj": [2, 9], "model.layers.1.mlp.up_proj": [0]})
-        >>> pm = get_peft_model(lm, KeystoneConfig(model=lm, keystone_set=ks))
-        >>> pm.peft_config["default"].r, sorted(pm.peft_config["default"].target_modules)[0]
-        (1, 'model.layers.0.self_attn.o_proj')
+        >>> config = KeystoneConfig(keystone_rows={"model.layers.0.self_attn.o_proj": [2, 9]})
+        >>> get_peft_model(tiny_llama(), config).get_nb_trainable_parameters()[0]  # 2 rows x in_features 16
+        32
     """
 
     _paper = paper("keystone")
 
-    model: InitVar[Any] = None
-    keystone_set: InitVar[KeystoneSet | None] = None
-    r: int | None = field(  # type: ignore[assignment]
-        default=None,
+    keystone_rows: dict[str, list[int]] = field(
+        default_factory=dict,
+        metadata={"help": "Module name (relative to the causal LM) -> weight-row indices to train."},
+    )
+    fingerprint: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={"help": "Config fields of the checkpoint the set was found on; checked on application."},
+    )
+    discovery: dict[str, Any] = field(
+        default_factory=dict,
         metadata={
-            "help": (
-                "Global SHiRA rank; defaults to the smallest r whose r*(in+out) holds every module's rows."
-            )
+            "help": "Settings that produced the set (pool, normalize, aggregate, k, tasks, prompt hash)."
         },
     )
-    mask_type: str = field(  # type: ignore[assignment]
-        default="keystone", metadata={"help": "Mask name stored in adapter_config.json."}
+    target_modules: list[str] | None = field(
+        default=None, metadata={"help": "Derived from `keystone_rows` (its module names); leave unset."}
     )
+    init_weights: bool = field(
+        default=True, metadata={"help": "Start the row deltas at 0; False draws N(0, 0.02^2), for tests."}
+    )
+    modules_to_save: list[str] | None = field(
+        default=None, metadata={"help": "Other modules to train and save in full, as in every PEFT config."}
+    )
+    keystone_set: InitVar[KeystoneSet | None] = None
+    model: InitVar[Any] = None
 
-    def __post_init__(self, model: Any, keystone_set: KeystoneSet | None) -> None:  # type: ignore[override]
-        if model is None or keystone_set is None:
-            raise ValueError(
-                "`KeystoneConfig` needs `model=` and `keystone_set=` (the causal LM and the set from "
-                f"`find_keystone_neurons`), got model={type(model).__name__}, keystone_set={keystone_set!r}."
-            )
-        if not self.init_weights:
-            raise ValueError("`init_weights` must be True: the frozen SHiRA pads must start (and stay) at 0.")
-        keystone_set.validate(model)
-        sizes = _module_sizes(model, keystone_set)
-        needed = minimal_rank(sizes)
-        if self.r is None:
-            self.r = needed
-        else:
-            self.r = check_int("r", self.r, low=needed, hint="Smaller values cannot hold the keystone rows.")
-        masks = {
-            id(model.get_submodule(n)): keystone_mask(keystone_set.indices[n], self.r, o, i)
-            for n, (_, i, o) in sizes.items()
-        }  # built now, so a capacity overflow raises here rather than inside get_peft_model
-        self.target_modules = list(sizes)
-        mask_type, self.mask_type = (
-            self.mask_type,
-            "random",
-        )  # ShiraConfig warns on unknown names; we set our own
+    def __post_init__(self, keystone_set: KeystoneSet | None, model: Any) -> None:  # type: ignore[override]
         super().__post_init__()
-        self.mask_type = mask_type
-        self.mask_fn = _make_mask_fn(model, keystone_set, masks)
-
-
-def _make_mask_fn(model: nn.Module, keystone_set: KeystoneSet, masks: dict[int, torch.Tensor]) -> Any:
-    state: dict[str, Any] = {}
-
-    def attach_once(module: nn.Module, args: Any, kwargs: Any) -> None:
-        attach_keystone_grad_mask(model, keystone_set)
-        state.pop("handle").remove()
-
-    def mask_fn(base_layer: nn.Linear, r: int, **kwargs: Any) -> torch.Tensor:
-        if id(base_layer) not in masks:
-            raise ValueError(
-                f"SHiRA asked for a mask of a module outside the keystone set ({base_layer!r}); keep the "
-                "`target_modules` that KeystoneConfig sets."
+        self.peft_type = PEFT_TYPE
+        if keystone_set is not None:
+            if self.keystone_rows:
+                raise ValueError("Pass either `keystone_rows` or `keystone_set` to KeystoneConfig, not both.")
+            self.keystone_rows = keystone_set.indices
+            self.fingerprint = self.fingerprint or dict(keystone_set.fingerprint)
+            self.discovery = self.discovery or {
+                **keystone_set.settings,
+                "prompts_sha256": keystone_set.prompts_sha256,
+                "base_model_name_or_path": keystone_set.base_model_name_or_path,
+            }
+        if model is not None:
+            warnings.warn(
+                "`KeystoneConfig(model=...)` is deprecated: the config holds the set as data and applies to "
+                "any instance of the checkpoint. Use `KeystoneConfig(keystone_set=ks)`.",
+                DeprecationWarning,
+                stacklevel=3,
             )
-        if "handle" not in state:
-            state["handle"] = model.register_forward_pre_hook(attach_once, with_kwargs=True)
-        w = base_layer.weight
-        return masks[id(base_layer)].to(device=w.device, dtype=w.dtype)
+            KeystoneSet(self.keystone_rows, fingerprint=self.fingerprint).validate(model)
+        self.init_weights = check_bool("init_weights", self.init_weights)
+        self.keystone_rows = _checked_rows(self.keystone_rows)
+        names = sorted(self.keystone_rows)
+        if self.target_modules is not None and sorted(self.target_modules) != names:
+            raise ValueError(
+                f"`target_modules` must be the module names of `keystone_rows` ({names[:3]}...), got "
+                f"{self.target_modules!r}; leave it unset."
+            )
+        self.target_modules = names
 
-    return mask_fn
+
+def _checked_rows(rows: Any) -> dict[str, list[int]]:
+    """``rows`` as ``{name: sorted distinct non-negative ints}``, raising on an empty set or a bad entry."""
+    if not isinstance(rows, dict) or not rows:
+        raise ValueError(
+            f"`keystone_rows` must be a non-empty dict {{module name: [row indices]}}, got {rows!r}. Build "
+            "the config from a set: KeystoneConfig(keystone_set=find_keystone_neurons(...))."
+        )
+    out: dict[str, list[int]] = {}
+    for name, idx in rows.items():
+        if any(part in FORBIDDEN_MODULES for part in str(name).split(".")):
+            raise ValueError(
+                f"`keystone_rows` contains {name!r}: embeddings and the LM head (tied in Gemma) cannot hold "
+                "keystone neurons."
+            )
+        checked = check_sequence(
+            f"keystone_rows[{name!r}]", idx, lambda n, v: check_int(n, v, low=0), min_length=1
+        )
+        if len(set(checked)) != len(checked):
+            dup = sorted({r for r in checked if checked.count(r) > 1})
+            raise ValueError(f"`keystone_rows[{name!r}]` must hold distinct rows, got duplicates {dup}.")
+        out[str(name)] = sorted(checked)
+    return out
+
+
+# Importing the tuner registers it with PEFT; it imports this module, so the import comes last.
+import hf_ext.peft.keystone.model  # noqa: E402, F401

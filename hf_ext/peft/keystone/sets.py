@@ -16,7 +16,7 @@ logger = logging.getLogger(__name__)
 
 FINGERPRINT_FIELDS = ("model_type", "hidden_size", "num_hidden_layers", "intermediate_size", "vocab_size")
 # Input embeddings and the LM head are never neurons: Gemma ties them, so a "row" there is a token embedding.
-_FORBIDDEN = ("lm_head", "embed_tokens", "wte", "embed_out")
+FORBIDDEN_MODULES = ("lm_head", "embed_tokens", "wte", "embed_out")
 
 
 def model_fingerprint(model: nn.Module) -> dict[str, Any]:
@@ -46,7 +46,7 @@ def linear_module(model: nn.Module, name: str, *, argument: str = "target_module
     A PEFT tuner layer wrapping an ``nn.Linear`` (e.g. SHiRA's) is accepted and returned as is, because hooks
     must sit on the module currently at the path.
     """
-    if any(part in _FORBIDDEN for part in name.split(".")):
+    if any(part in FORBIDDEN_MODULES for part in name.split(".")):
         raise ValueError(
             f"`{argument}` contains {name!r}: embeddings and the LM head (tied in Gemma) cannot hold "
             f"keystone "
