@@ -15,6 +15,7 @@ METHOD = MethodInfo(
         "HealthcareMAFE": "hf_ext.marl.mafe.env_healthcare",
         "EducationMAFE": "hf_ext.marl.mafe.env_education",
         "MAFEParallelEnv": "hf_ext.marl.mafe.env_base",
+        "MAFEVectorEnv": "hf_ext.marl.mafe.vector",
         "LoanConfig": "hf_ext.marl.mafe.config",
         "HealthcareConfig": "hf_ext.marl.mafe.config",
         "EducationConfig": "hf_ext.marl.mafe.config",
@@ -23,6 +24,8 @@ METHOD = MethodInfo(
         "FixedIntervention": "hf_ext.marl.mafe.policies",
         "GapTriggeredIntervention": "hf_ext.marl.mafe.policies",
         "RandomPolicy": "hf_ext.marl.mafe.policies",
+        "ApproveAll": "hf_ext.marl.mafe.policies",
+        "ApproveNone": "hf_ext.marl.mafe.policies",
         "ScalarizeFairness": "hf_ext.marl.mafe.wrappers",
         "FairnessConstraint": "hf_ext.marl.mafe.wrappers",
         "ComponentLogger": "hf_ext.marl.mafe.wrappers",
@@ -56,7 +59,10 @@ METHOD = MethodInfo(
         "agent names, observation layout and action spaces",
         "fairness component keys and the empty-group convention",
         "intervention mechanisms and a regulator_0 agent that sets their intensity in every environment",
-        "F-MACEM details: policy class, CEM schedule, common random numbers, objective weights",
+        "reward components: disjoint terms per agent (money, or the health/credit/skill outcome) summing "
+        "to its reward",
+        "F-MACEM details: policy class, CEM schedule, common random numbers, objective weights, "
+        "penalty on the gap of the episode's group means",
         "per-agent F-MACEM objective (hf-ext extension, not in the paper)",
     ),
     note="MAFE-style: same Fair Dec-POMDP formalism and API as the paper, reconstructed dynamics; "

@@ -8,12 +8,13 @@ functional twin in :mod:`hf_ext.metrics.functional.fairness`, shared with the en
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torchmetrics import Metric
 
 from hf_ext._registry import paper
+from hf_ext._validation import check_int
 from hf_ext.metrics.functional.fairness import (
     _check,
     _check_mask,
@@ -25,29 +26,24 @@ from hf_ext.metrics.functional.fairness import (
 
 class _GroupMetric(Metric):
     is_differentiable = False
-    higher_is_better = False
+    higher_is_better: bool | None = False
     full_state_update = False
     plot_lower_bound = 0.0
     _paper = paper("mafe")
     _input = "decisions"
-    _needs_mask = False
 
     def __init__(self, num_groups: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if not isinstance(num_groups, int) or isinstance(num_groups, bool) or num_groups < 2:
-            raise ValueError(f"fairness metrics need at least 2 groups, got `num_groups`={num_groups!r}.")
-        self.num_groups = num_groups
+        self.num_groups = check_int("num_groups", num_groups, low=2, hint="Fairness needs at least 2 groups.")
         self.add_state("sums", torch.zeros(num_groups, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("counts", torch.zeros(num_groups, dtype=torch.float64), dist_reduce_fx="sum")
 
     def _accumulate(self, values: torch.Tensor, groups: torch.Tensor, mask: torch.Tensor | None) -> None:
         v, g, _ = _check(values, groups, self.num_groups, name=self._input)
         m = None if mask is None else _check_mask(mask, g, "qualified")
+        device = cast(torch.Tensor, self.sums).device
         sums, counts = _group_stats_update(
-            v.to(self.sums.device),
-            g.to(self.sums.device),
-            self.num_groups,
-            None if m is None else m.to(self.sums.device),
+            v.to(device), g.to(device), self.num_groups, None if m is None else m.to(device)
         )
         self.sums += sums
         self.counts += counts

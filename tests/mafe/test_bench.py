@@ -1,4 +1,4 @@
-"""Smoke test of the MAFE benchmark (the tour: quick Loan only)."""
+"""Smoke test of the MAFE benchmark (the tour: quick Loan only) and its figures."""
 
 from __future__ import annotations
 
@@ -9,18 +9,20 @@ import pytest
 
 from hf_ext.testing import requires
 
-pytestmark = [requires("pettingzoo", "metrics"), pytest.mark.slow]
+pytestmark = [requires("pettingzoo"), pytest.mark.slow]
 
 
-def test_tour_runs_and_reports(tmp_path, monkeypatch):
-    pytest.importorskip("matplotlib")
-    monkeypatch.setenv("HF_EXT_BENCH_DIR", str(tmp_path))
-    from hf_ext.marl.mafe.bench import tour
+def test_tour_runs_reports_and_plots(tmp_path):
+    from hf_ext.marl.mafe.bench import plot, tour
 
     report = tour(seed=0)
     systems = {r["system"] for r in report.rows}
-    assert {"random", "greedy, no intervention", "F-MACEM beta=0", "F-MACEM beta=5"} <= systems
-    assert Path(report.files["frontier"]).is_file()
-    assert report.headline.figure == "dp_gap_mean"
-    assert any("steps/s" in n for n in report.notes)
+    assert {"approve-all", "approve-none", "random", "greedy, no intervention"} <= systems
+    assert {"F-MACEM beta=0", "F-MACEM beta=5", "independent CEM beta=5"} <= systems
+    assert report.headline.figure == "fair_return" and report.headline.higher_is_better
+    assert any("agent-steps/s" in n for n in report.notes)
+    assert any("trivial baseline" in n for n in report.notes)
     json.dumps(report.to_json(method="mafe", quick=True, seed=0))
+    pytest.importorskip("matplotlib")
+    files = plot(report, tmp_path)
+    assert all(Path(p).is_file() for p in files.values()) and set(files) == {"frontier", "gap_over_time"}

@@ -10,7 +10,7 @@ import pytest
 
 from hf_ext.testing import requires
 
-pytestmark = [requires("pettingzoo", "metrics"), pytest.mark.filterwarnings("ignore::UserWarning")]
+pytestmark = [requires("pettingzoo"), pytest.mark.filterwarnings("ignore::UserWarning")]
 
 ENVS = ["loan_mafe_v0", "healthcare_mafe_v0", "education_mafe_v0"]
 

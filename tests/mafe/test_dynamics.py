@@ -16,12 +16,13 @@ MODULES = [loan_mafe_v0, healthcare_mafe_v0, education_mafe_v0]
 
 
 def test_step_components_hand_computed():
-    groups = np.array([0, 0, 0, 1, 1, 1])
-    dec = np.array([1, 1, 0, 1, 0, 0], bool)
-    qual = np.array([1, 0, 1, 1, 0, 0], bool)
-    bank = np.array([0, 1, 0, 1, 0, 1])
+    groups = np.array([[0, 0, 0, 1, 1, 1]])
+    dec = np.array([[1, 1, 0, 1, 0, 0]], bool)
+    qual = np.array([[1, 0, 1, 1, 0, 0]], bool)
+    bank = np.array([[0, 1, 0, 1, 0, 1]])
     out = StepOutcome({}, groups, dec, qual, [(["bank_0", "bank_1"], bank, dec, qual)])
-    owners, means, counts, gaps = fairness_stats(out, np.array([9.0, 3.0]), np.array([3.0, 3.0]))
+    owners, means, counts, gaps = fairness_stats(out, np.array([[9.0, 3.0]]), np.array([[3.0, 3.0]]))
+    means, gaps = means[0], gaps[0]
     assert owners == [None, "bank_0", "bank_1"]
     np.testing.assert_allclose(means[0], [2 / 3, 1 / 3])  # rate/A, rate/B
     assert gaps[0] == pytest.approx(1 / 3)  # dp_gap
@@ -41,27 +42,26 @@ def test_components_match_metrics_on_the_same_step():
     env.reset(seed=3)
     seen = {}
 
-    def spy(idx, actions, _orig=env._simulate):
-        out = _orig(idx, actions)
-        seen["out"] = out
-        return out
+    def spy(*args, _orig=env._simulate):
+        seen["out"] = _orig(*args)
+        return seen["out"]
 
     env._simulate = spy
     _, _, _, _, infos = env.step({"bank_0": 3, "bank_1": 2, "regulator_0": 0})
     out = seen["out"]
     fair = infos["bank_0"]["fairness_components"]
-    dp = DemographicParityDifference(num_groups=2)(torch.tensor(out.decisions), torch.tensor(out.groups))
-    eo = EqualOpportunityDifference(num_groups=2)(
-        torch.tensor(out.decisions), torch.tensor(out.groups), torch.tensor(out.qualified)
-    )
+    dec, grp = torch.tensor(out.decisions[0]), torch.tensor(out.groups[0])
+    dp = DemographicParityDifference(num_groups=2)(dec, grp)
+    eo = EqualOpportunityDifference(num_groups=2)(dec, grp, torch.tensor(out.qualified[0]))
     assert fair["dp_gap"] == float(dp) and fair["eo_gap"] == float(eo)
 
 
 def test_empty_group_is_flagged():
     env = loan_mafe_v0.parallel_env(groups=("A", "B"), group_shares=(1.0, 0.0), max_cycles=2)
     env.reset(seed=0)
-    _, _, _, _, infos = env.step({"bank_0": 0, "bank_1": 0, "regulator_0": 0})
+    obs, _, _, _, infos = env.step({"bank_0": 0, "bank_1": 0, "regulator_0": 0})
     info = infos["bank_0"]
+    assert np.isfinite(obs["bank_0"]).all() and np.isfinite(env.state()).all()
     assert info["empty_groups"] == ["B"]
     assert info["fairness_components"]["rate/B"] == 0.0
     assert info["fairness_components"]["dp_gap"] == 0.0
@@ -77,10 +77,12 @@ def test_population_conserved_and_levels_in_range(mod):
     rng = np.random.default_rng(0)
     while env.agents:
         env.step({a: int(rng.integers(env.action_space(a).n)) for a in env.agents})
-        assert len(raw._level) == raw.population_size
-        assert (np.bincount(raw._group, minlength=raw.num_groups) == counts).all()
-        assert raw._level.min() >= 0 and raw._level.max() <= raw.num_levels - 1
-        np.testing.assert_array_equal(raw._hist.sum(1), counts)
+        level, hist = raw._batch.level[0], raw._batch.hist[0]
+        assert len(level) == raw.population_size
+        assert level.min() >= 0 and level.max() <= raw.num_levels - 1
+        np.testing.assert_array_equal(hist.sum(1), counts)
+        want = np.bincount(raw._group * raw.num_levels + level, minlength=hist.size)
+        np.testing.assert_array_equal(hist.ravel(), want)
 
 
 def test_loan_level_moves():
@@ -89,19 +91,27 @@ def test_loan_level_moves():
     raw = env.unwrapped
     seen = {}
 
-    def spy(idx, actions, _orig=raw._simulate):
-        seen["idx"], seen["out"] = idx, _orig(idx, actions)
+    def spy(batch, sample, *args, _orig=raw._simulate):
+        seen["idx"], seen["out"] = sample.idx[0], _orig(batch, sample, *args)
         return seen["out"]
 
     raw._simulate = spy
-    before = raw._level.copy()
+    before = raw._batch.level[0].copy()
     env.step({"bank_0": raw.num_levels, "bank_1": raw.num_levels, "regulator_0": 0})  # approve nobody
-    np.testing.assert_array_equal(raw._level, before)
-    env.step({"bank_0": 0, "bank_1": 0, "regulator_0": 0})  # approve everyone sampled
-    idx, repaid = seen["idx"], seen["out"].qualified
+    np.testing.assert_array_equal(raw._batch.level[0], before)
+    _, rew, _, _, infos = env.step({"bank_0": 0, "bank_1": 0, "regulator_0": 0})  # approve everyone sampled
+    idx, repaid = seen["idx"], seen["out"].qualified[0]
     want = before.copy()
     want[idx] = np.clip(before[idx] + np.where(repaid, 1, -1), 0, raw.num_levels - 1)
-    np.testing.assert_array_equal(raw._level, want)
+    np.testing.assert_array_equal(raw._batch.level[0], want)
+    # each loan outcome is counted once: interest u+ per repaid, loss u- per default, summed into the reward
+    c, n = raw.config, raw.n_per_step
+    profit = sum(rew[b] for b in raw.banks)
+    assert profit == pytest.approx((c.gain * repaid.sum() - c.loss * (~repaid).sum()) / n)
+    for b in raw.banks:
+        assert rew[b] == pytest.approx(sum(infos[b]["reward_components"].values()))
+    welfare = infos["regulator_0"]["reward_components"]["welfare"]
+    assert welfare == pytest.approx((want[idx] - before[idx]).mean())
 
 
 def test_subsidy_conserves_money():
@@ -112,7 +122,7 @@ def test_subsidy_conserves_money():
         bank, reg = 0.0, 0.0
         while env.agents:
             _, _, _, _, infos = env.step({"bank_0": 2, "bank_1": 3, "regulator_0": level})
-            bank += sum(infos[b]["reward_components"]["profit"] for b in ("bank_0", "bank_1"))
+            bank += sum(sum(infos[b]["reward_components"].values()) for b in ("bank_0", "bank_1"))
             reg += infos["regulator_0"]["reward_components"]["subsidy_cost"]
         totals.append((bank, reg))
     (bank0, reg0), (bank1, reg1) = totals
@@ -126,15 +136,18 @@ def test_decision_core_is_permutation_equivariant():
     groups, score = rng.integers(0, 2, n), rng.permutation(n).astype(float)
     dec = score > 25
     perm = rng.permutation(n)
-    q = apply_quota(dec, groups, score, 0.5, 2)
-    np.testing.assert_array_equal(apply_quota(dec[perm], groups[perm], score[perm], 0.5, 2), q[perm])
+    half = np.array([0.5])
+    q = apply_quota(dec[None], groups[None], score[None], half, 2)[0]
+    np.testing.assert_array_equal(
+        apply_quota(dec[perm][None], groups[perm][None], score[perm][None], half, 2)[0], q[perm]
+    )
     assert (q >= dec).all()
     for g in (0, 1):
         assert q[groups == g].mean() >= 0.5
-    cap = np.array([3, 5])
-    s = select_by_capacity(dec | True, groups, score, cap)
+    cap = np.array([[3, 5]])
+    s = select_by_capacity(np.ones((1, n), bool), groups[None], score[None], cap)[0]
     np.testing.assert_array_equal(
-        select_by_capacity(np.ones(n, bool), groups[perm], score[perm], cap), s[perm]
+        select_by_capacity(np.ones((1, n), bool), groups[perm][None], score[perm][None], cap)[0], s[perm]
     )
     assert np.bincount(groups[s], minlength=2).tolist() == [3, 5]
     tau = 20
@@ -223,3 +236,24 @@ def test_config_validation():
         LoanConfig(num_levels=1)
     with pytest.raises(ValueError, match=r"`disadvantaged` must be an int in \[0, 1\], got 5"):
         loan_mafe_v0.parallel_env(config=LoanConfig(disadvantaged=5))
+
+
+def test_capacity_reservation_treats_the_disadvantaged_past_the_threshold():
+    from hf_ext.marl.mafe.policies import FixedIntervention, ProfitGreedy, bind_all, run_episode
+
+    rates = []
+    for level in (0, 4):
+        env = healthcare_mafe_v0.parallel_env(
+            intervention="capacity_reservation", group_thresholds=True, max_cycles=20
+        )
+        pols = bind_all(
+            {
+                "insurer_0": ProfitGreedy(),
+                "hospital_0": ProfitGreedy(),
+                "regulator_0": FixedIntervention(level),
+            },
+            env,
+        )
+        log = run_episode(env, pols, seed=3)
+        rates.append(log.fairness[f"tpr/{env.groups[env.disadvantaged]}"].mean())
+    assert rates[1] > rates[0] + 0.05

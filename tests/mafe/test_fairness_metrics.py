@@ -47,6 +47,25 @@ def test_empty_group_is_zero_and_left_out():
     assert float(demographic_parity_difference([1, 0], [0, 0], num_groups=2)) == 0.0
 
 
+def test_group_without_qualified_members_is_zero_and_left_out():
+    # group 1 has members but none qualified: its tpr is 0.0 and it is left out of eo_gap
+    dec, grp, qual = [1, 0, 1, 1], [0, 0, 1, 1], [1, 1, 0, 0]
+    rates = group_rates(dec, grp, qualified=qual)
+    torch.testing.assert_close(rates, torch.tensor([0.5, 0.0], dtype=torch.float64))
+    assert float(equal_opportunity_difference(dec, grp, qual)) == 0.0
+    with_third = equal_opportunity_difference([1, 0, 1, 1, 0], [0, 0, 1, 1, 2], [1, 1, 0, 0, 1], num_groups=3)
+    assert float(with_third) == pytest.approx(0.5)  # groups 0 (0.5) and 2 (0.0); group 1 left out
+    metric = EqualOpportunityDifference(num_groups=2)
+    metric.update(torch.tensor(dec), torch.tensor(grp), torch.tensor(qual, dtype=torch.bool))
+    assert float(metric.compute()) == 0.0
+
+
+@pytest.mark.filterwarnings("ignore:The ``compute`` method")
+def test_no_members_at_all_is_zero():
+    assert float(demographic_parity_difference([], torch.tensor([], dtype=torch.long), num_groups=2)) == 0.0
+    torch.testing.assert_close(GroupRate(num_groups=2).compute(), torch.zeros(2, dtype=torch.float64))
+
+
 def test_numpy_and_torch_paths_agree():
     from hf_ext.metrics.functional.fairness import _group_gap_compute, _group_stats_update
 

@@ -9,7 +9,7 @@ import pytest
 
 from hf_ext.testing import requires
 
-pytestmark = requires("pettingzoo", "metrics")
+pytestmark = requires("pettingzoo")
 
 from hf_ext.marl import loan_mafe_v0  # noqa: E402
 from hf_ext.marl.mafe.fmacem import FMACEM, cem_optimize  # noqa: E402
@@ -80,12 +80,16 @@ def test_mlp_per_agent_and_scripted_others():
 @pytest.mark.parametrize(
     ("kw", "match"),
     [
-        ({"elite_frac": 0.0}, "`elite_frac` must be in \\(0, 1\\], got 0.0"),
-        ({"elite_frac": 1.5}, "`elite_frac` must be in \\(0, 1\\], got 1.5"),
+        ({"elite_frac": 0.0}, r"`elite_frac` must be a finite float in \(0, 1\], got 0.0"),
+        ({"elite_frac": 1.5}, r"`elite_frac` must be a finite float in \(0, 1\], got 1.5"),
         ({"population": 1}, "`population` must be an int >= 2, got 1"),
-        ({"policy": "transformer"}, "unknown `policy` 'transformer'"),
-        ({"objective": "selfish"}, "unknown `objective` 'selfish'"),
-        ({"penalty_keys": ("gap_x",)}, "unknown fairness key 'gap_x'; valid: .*'dp_gap'"),
+        ({"episodes": 0}, "`episodes` must be an int >= 1, got 0"),
+        ({"beta": -1.0}, "`beta` must be a finite float >= 0, got -1.0"),
+        ({"policy": "transformer"}, "`policy` must be one of 'linear', 'mlp', got 'transformer'"),
+        ({"objective": "selfish"}, "`objective` must be one of 'team', 'per_agent', got 'selfish'"),
+        ({"penalty_keys": ("gap_x",)}, "`fairness key` must be one of .*'dp_gap'.*, got 'gap_x'"),
+        ({"penalty_keys": ("rate/A",)}, "`penalty_keys` must be one of .*, got 'rate/A'"),
+        ({"agents": []}, "`agents` must be a list of at least 1 item"),
         ({"agents": ["bank_9"]}, "`agents` \\['bank_9'\\]"),
         ({"agents": ["bank_0"]}, "neither learned"),
     ],

@@ -9,10 +9,12 @@ import pytest
 
 from hf_ext.testing import requires
 
-pytestmark = requires("pettingzoo", "metrics")
+pytestmark = requires("pettingzoo")
 
 from hf_ext.marl import loan_mafe_v0  # noqa: E402
 from hf_ext.marl.mafe.policies import (  # noqa: E402
+    ApproveAll,
+    ApproveNone,
     FixedIntervention,
     GapTriggeredIntervention,
     ProfitGreedy,
@@ -45,13 +47,13 @@ def test_scalarize_matches_hand_formula():
             alpha=0.5,
             beta=2.0,
             penalty_keys=("dp_gap", "eo_gap"),
-            reward_weights={"profit": 1.0, "subsidy_cost": 1.0},
+            reward_weights={"interest": 1.0, "subsidy_cost": 1.0},
         )
     )
     for a in rew:
         c, f = infos[a]["reward_components"], infos[a]["fairness_components"]
         want = (
-            c.get("profit", 0.0)
+            c.get("interest", 0.0)
             + c.get("subsidy_cost", 0.0)
             + 0.5 * (f["rate/A"] + f["rate/B"])
             - 2.0 * (f["dp_gap"] + f["eo_gap"])
@@ -84,7 +86,7 @@ def test_component_logger():
     while env.agents:
         env.step(ACT)
     assert env.series("dp_gap").shape == (4,)
-    assert "bank_0/profit" in env.log[0]
+    assert "bank_0/interest" in env.log[0]
     with pytest.raises(KeyError, match="available"):
         env.series("nope")
 
@@ -136,8 +138,8 @@ def test_scripted_policies():
     env = loan_mafe_v0.parallel_env(intervention="subsidy", max_cycles=10)
     obs, _ = env.reset(seed=0)
     greedy = ProfitGreedy().bind(env)
-    # no subsidy: approve bins with rho_k >= 1/2, i.e. tau = 3 for rho = 0.2 + 0.125 k
-    assert greedy(obs["bank_0"], "bank_0") == 3
+    # no subsidy, u- = 2 u+: approve bins with rho_k >= 2/3, i.e. tau = 4 for rho = 0.2 + 0.125 k
+    assert greedy(obs["bank_0"], "bank_0") == 4
     assert greedy(obs["regulator_0"], "regulator_0") == 0
     gap = GapTriggeredIntervention(0.1, 3).bind(env)
     obs, *_ = env.step({"bank_0": 3, "bank_1": 3, "regulator_0": 0})
@@ -145,9 +147,9 @@ def test_scripted_policies():
     assert gap(obs["regulator_0"], "regulator_0") == (3 if rates.max() - rates.min() > 0.1 else 0)
     with pytest.raises(RuntimeError, match="bind"):
         ProfitGreedy()(obs["bank_0"], "bank_0")
-    with pytest.raises(ValueError, match="`level` must be an int in 0..4"):
+    with pytest.raises(ValueError, match=r"`level` must be an int in \[0, 4\], got 5"):
         FixedIntervention(5)
-    with pytest.raises(ValueError, match="`threshold` must be in \\[0, 1\\]"):
+    with pytest.raises(ValueError, match=r"`threshold` must be a finite float in \[0, 1\], got 2.0"):
         GapTriggeredIntervention(2.0, 1)
     grouped = loan_mafe_v0.parallel_env(intervention="subsidy", group_thresholds=True, max_cycles=3)
     obs, _ = grouped.reset(seed=0)
@@ -174,3 +176,36 @@ def test_subsidy_lowers_gap_of_greedy_banks():
         )
         gaps.append(np.mean([run_episode(env, pols, seed=s).fairness["dp_gap"].mean() for s in range(3)]))
     assert gaps[1] < gaps[0]
+
+
+def test_trivial_policies():
+    env = loan_mafe_v0.parallel_env(group_thresholds=True, max_cycles=3)
+    obs, _ = env.reset(seed=0)
+    everyone, nobody = ApproveAll().bind(env), ApproveNone().bind(env)
+    np.testing.assert_array_equal(everyone(obs["bank_0"], "bank_0"), [0, 0])
+    np.testing.assert_array_equal(nobody(obs["bank_0"], "bank_0"), [7, 7])
+    _, _, _, _, infos = env.step({"bank_0": [0, 0], "bank_1": [0, 0], "regulator_0": 0})
+    assert infos["bank_0"]["fairness_components"]["rate/A"] == 1.0
+    with pytest.raises(
+        ValueError, match="`agent` must be one of \\['bank_0', 'bank_1'\\], got 'regulator_0'"
+    ):
+        everyone(obs["regulator_0"], "regulator_0")
+
+
+def test_policies_take_batches():
+    env = loan_mafe_v0.parallel_env(intervention="subsidy", group_thresholds=True, max_cycles=5)
+    venv = loan_mafe_v0.vector_env(num_envs=4, intervention="subsidy", group_thresholds=True, max_cycles=5)
+    obs, _ = venv.reset(seed=0)
+    obs, *_ = venv.step(
+        {a: np.stack([venv.single_action_space(a).sample() for _ in range(4)]) for a in venv.agents}
+    )
+    for policy in (ProfitGreedy(), GapTriggeredIntervention(0.05, 3), FixedIntervention(2), ApproveAll()):
+        policy.bind(env)
+        for agent in ("bank_0", "regulator_0"):
+            if isinstance(policy, ApproveAll) and agent == "regulator_0":
+                continue
+            batch = policy(obs[agent], agent)
+            rows = np.stack([np.asarray(policy(o, agent)) for o in obs[agent]])
+            np.testing.assert_array_equal(batch, rows)
+    random = RandomPolicy(0).bind(env)
+    assert venv.action_space("bank_0").contains(random(obs["bank_0"], "bank_0"))

@@ -114,7 +114,7 @@ class LoanConfig(_PopulationConfig):
     )
     repay_high: float = _help("Repayment probability of the highest credit bin.", 0.95)
     gain: float = _help("Bank gain `u+` per repaid loan.", 1.0)
-    loss: float = _help("Bank loss `u-` per defaulted loan.", 1.0)
+    loss: float = _help("Bank loss `u-` per defaulted loan (the principal lost).", 2.0)
     subsidy_max: float = _help(
         "Largest share of `u-` the regulator reimburses per default in the disadvantaged group.", 1.0
     )

@@ -16,10 +16,17 @@ Per step, a cohort of ``n_per_step`` students is sampled without replacement and
 The cohort then leaves and is replaced by newcomers of the same group, with skill drawn around the group mean
 ``mu_g``, which feeds back on employment: ``mu_g <- mu_g + feedback * (emp_g - mean_g emp_g)``.
 
-Reward components (per step, divided by ``n_per_step``): ``school_0``: ``skill_gain``, ``tutoring_cost``;
-``university_0``: ``admit_quality`` = ``sum (skill - admit_reference) / (K - 1)`` over admissions;
-``employer_0``: ``productivity`` = ``sum skill / (K - 1)`` over hires, ``wages``; ``regulator_0``:
-``subsidy_cost``, ``welfare`` (mean skill gain through the pipeline). Interventions at intensity ``l``:
+Reward components (per step, each divided by ``n_per_step``; skills in units of the skill range ``K - 1``;
+an agent's reward is their sum, and each skill gain is counted once, by the agent that produced it):
+
+- ``school_0``: ``skill_gain`` = skill its tutoring added, ``tutoring_cost`` = ``-tutoring_cost`` per place
+  it pays for;
+- ``university_0``: ``admit_quality`` = ``sum (skill - admit_reference)`` over admissions (the strength of its
+  intake), ``skill_gain`` = skill its teaching added;
+- ``employer_0``: ``productivity`` = ``sum skill`` over hires, ``wages`` = ``-wage`` per hire;
+- ``regulator_0``: ``subsidy_cost`` = ``-subsidy_cost`` per subsidised tutoring place.
+
+Interventions at intensity ``l``:
 ``"tutoring_subsidy"`` (``l * subsidy_slots_max * n`` extra places for the disadvantaged group, paid by the
 regulator), ``"admission_quota"`` (minimum admission rate ``l * quota_max`` per group), ``"blind_hiring"``
 (the hiring signal loses ``l`` of its group bias). Fairness: positive = hired, qualified = skill
@@ -37,10 +44,20 @@ from pettingzoo.utils import parallel_to_aec
 
 from hf_ext._registry import paper
 from hf_ext.marl.mafe.config import EducationConfig
-from hf_ext.marl.mafe.core import INTENSITIES, REGULATOR, StepOutcome, apply_quota, select_by_capacity
+from hf_ext.marl.mafe.core import (
+    INTENSITIES,
+    REGULATOR,
+    Batch,
+    Sample,
+    StepOutcome,
+    apply_quota,
+    pick,
+    select_by_capacity,
+)
 from hf_ext.marl.mafe.env_base import MAFEParallelEnv
+from hf_ext.marl.mafe.vector import MAFEVectorEnv
 
-__all__ = ["EducationMAFE", "env", "parallel_env", "raw_env"]
+__all__ = ["EducationMAFE", "env", "parallel_env", "raw_env", "vector_env"]
 
 SCHOOL, UNIVERSITY, EMPLOYER = "school_0", "university_0", "employer_0"
 _erf = np.vectorize(math.erf)
@@ -59,7 +76,7 @@ class EducationMAFE(MAFEParallelEnv):
         config: :class:`~hf_ext.marl.mafe.config.EducationConfig` constants.
         **kwargs: ``groups``, ``group_shares``, ``population_size``, ``n_per_step``, ``max_cycles``,
             ``intervention`` (``None``, ``"tutoring_subsidy"``, ``"admission_quota"``, ``"blind_hiring"``),
-            ``group_thresholds``, ``render_mode``, as in :class:`~hf_ext.marl.mafe.core.MAFEParallelEnv`.
+            ``group_thresholds``, ``render_mode``, as in :class:`~hf_ext.marl.mafe.env_base.MAFEParallelEnv`.
 
     Examples:
         >>> from hf_ext.marl import education_mafe_v0
@@ -77,13 +94,16 @@ class EducationMAFE(MAFEParallelEnv):
     interventions = (None, "tutoring_subsidy", "admission_quota", "blind_hiring")
     config_cls = EducationConfig
     decision_name = "hiring"
+    deciders = [UNIVERSITY, EMPLOYER]
+    n_uniform = 3  # tutoring tie-break, tutoring success, admission success
+    n_normal = 3  # test-score noise, hiring-signal noise, newcomer skill
     _paper = paper("mafe")
 
     def __init__(self, *, config: EducationConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config=config, **kwargs)
         c, g = self.config, self.num_groups
         self._test_bias, self._hire_bias = c.test_biases(g), c.hire_biases(g)
-        self._mu0 = self._level_probs @ np.arange(self.num_levels)
+        self._mu0 = c.level_probs(g) @ np.arange(self.num_levels)
         self._skill = np.arange(self.num_levels, dtype=np.float64)
         self._admit_pass = _pass_prob(self._skill, self._test_bias, c.test_noise, self.num_levels + 1)
         blind = INTENSITIES if self.intervention == "blind_hiring" else np.zeros(len(INTENSITIES))
@@ -103,95 +123,101 @@ class EducationMAFE(MAFEParallelEnv):
             REGULATOR: (spaces.Discrete(5), 1 + self.num_groups),
         }
 
-    def _reset_dynamics(self) -> None:
-        self._mu = self._mu0.copy()
-        self._last_feats = {SCHOOL: [0.5], UNIVERSITY: [0.0, 0.5], EMPLOYER: [0.0, 0.5]}
-        self._spent = 0.0
+    def _reset_batch(self, batch: Batch) -> None:
+        batch.extra["mu"] = np.repeat(self._mu0[None], len(batch.rngs), 0)
+        batch.feats[:] = 0.0  # nothing tutored, admitted, hired or spent yet
+        batch.feats[:, [2, 4]] = 0.5  # zero rewards of university and employer
+        batch.feats[:, 6:] = self._mu0 / (self.num_levels - 1)
 
-    def _simulate(self, idx: np.ndarray, actions: dict[str, Any]) -> StepOutcome:
-        c, rng, n, g, k = self.config, self._np_random, len(idx), self.num_groups, self.num_levels
-        grp, lvl = self._group[idx], self._level[idx]
-        u = rng.random((4, n))
-        noise = rng.standard_normal((3, n))
-        dis = grp == self.disadvantaged
-        li = self._intensity
+    def _simulate(
+        self, batch: Batch, s: Sample, acts: dict[str, np.ndarray], u: np.ndarray, z: np.ndarray
+    ) -> StepOutcome:
+        c, g, k = self.config, self.num_groups, self.num_levels
+        b, n = s.idx.shape
+        rows, grp, lvl, dis = s.rows, s.groups, s.levels, s.disadvantaged
+        li = batch.intensity
         slots = int(round(c.tutoring_slots * n))
-        dis_slots = int(round(INTENSITIES[actions[SCHOOL]] * slots))
-        extra = int(round(li * c.subsidy_slots_max * n)) if self.intervention == "tutoring_subsidy" else 0
-        cap = np.array([slots - dis_slots, dis_slots + extra])
-        tutored = select_by_capacity(np.ones(n, dtype=bool), dis.astype(np.int64), -lvl + u[0], cap)
-        extra_used = max(0, int((tutored & dis).sum()) - dis_slots)
+        dis_slots = np.rint(INTENSITIES[acts[SCHOOL]] * slots).astype(np.int64)
+        extra = np.zeros(b, dtype=np.int64)
+        if self.intervention == "tutoring_subsidy":
+            extra = np.rint(li * c.subsidy_slots_max * n).astype(np.int64)
+        cap = np.stack([slots - dis_slots, dis_slots + extra], 1)
+        tutored = select_by_capacity(np.ones((b, n), dtype=bool), dis.astype(np.int64), -lvl + u[0], cap)
+        extra_used = np.maximum((tutored & dis).sum(1) - dis_slots, 0)
         lvl1 = np.minimum(lvl + (tutored & (u[1] < c.tutoring_gain)), k - 1)
-        score = lvl1 + self._test_bias[grp] + c.test_noise * noise[0]
-        admit = score >= self._threshold_of(actions[UNIVERSITY], grp)
+        score = lvl1 + self._test_bias[grp] + c.test_noise * z[0]
+        admit = score >= self._threshold(acts[UNIVERSITY], grp)
         ucap = int(round(c.university_capacity * n))
-        if admit.sum() > ucap:
-            admit = select_by_capacity(admit, np.zeros(n, dtype=np.int64), score, np.array([ucap]))
+        admit = select_by_capacity(admit, np.zeros((b, n), dtype=np.int64), score, np.full((b, 1), ucap))
         if self.intervention == "admission_quota":
             admit = apply_quota(admit, grp, score, li * c.quota_max, g)
         lvl2 = np.minimum(lvl1 + (admit & (u[2] < c.admission_gain)), k - 1)
-        bias = self._hire_bias[grp] * (1.0 - li if self.intervention == "blind_hiring" else 1.0)
-        hire = lvl2 + bias + c.hire_noise * noise[1] >= self._threshold_of(actions[EMPLOYER], grp)
+        bias = self._hire_bias[grp]
+        if self.intervention == "blind_hiring":
+            bias = bias * (1.0 - li[:, None])
+        hire = lvl2 + bias + c.hire_noise * z[1] >= self._threshold(acts[EMPLOYER], grp)
         qualified = lvl2 >= c.skill_bar
         scale = 1.0 / ((k - 1) * n)
-        skill_gain = float((lvl1 - lvl).sum()) / n
-        n_tut, n_adm, n_hire = int(tutored.sum()), int(admit.sum()), int(hire.sum())
-        quality = float((lvl1[admit] - c.admit_reference).sum()) * scale
-        productivity = float(lvl2[hire].sum()) * scale
+        n_adm, n_hire = admit.sum(1), hire.sum(1)
+        tutoring_gain = (lvl1 - lvl).sum(1) * scale
+        quality = ((lvl1 - c.admit_reference) * admit).sum(1) * scale
+        productivity = (lvl2 * hire).sum(1) * scale
         wages = -c.wage * n_hire / n
-        self._spent = c.subsidy_cost * extra_used / n
+        spent = c.subsidy_cost * extra_used / n
         comps = {
-            SCHOOL: {"skill_gain": skill_gain, "tutoring_cost": -c.tutoring_cost * (n_tut - extra_used) / n},
-            UNIVERSITY: {"admit_quality": quality},
+            SCHOOL: {
+                "skill_gain": tutoring_gain,
+                "tutoring_cost": -c.tutoring_cost * (tutored.sum(1) - extra_used) / n,
+            },
+            UNIVERSITY: {"admit_quality": quality, "skill_gain": (lvl2 - lvl1).sum(1) * scale},
             EMPLOYER: {"productivity": productivity, "wages": wages},
-            REGULATOR: {"subsidy_cost": -self._spent},
+            REGULATOR: {"subsidy_cost": -spent},
         }
-        self._last_feats = {
-            SCHOOL: [skill_gain],
-            UNIVERSITY: [n_adm / max(ucap, 1), (quality + 1.0) / 2.0],
-            EMPLOYER: [n_hire / n, (productivity + wages + 1.0) / 2.0],
-        }
-        members = np.bincount(grp, minlength=g)
-        emp = np.bincount(grp, weights=hire, minlength=g) / np.maximum(members, 1)
-        ne = members > 0
-        self._mu[ne] = np.clip(self._mu[ne] + c.feedback * (emp[ne] - emp[ne].mean()), 0.0, k - 1)
-        self._gain = lvl2 - lvl
-        newcomers = np.rint(self._mu[grp] + c.init_std * noise[2]).astype(np.int64)
-        self._level[idx] = np.minimum(np.maximum(newcomers, 0), k - 1)
+        key = (rows * g + grp).ravel()
+        members = np.bincount(key, minlength=b * g).reshape(b, g)
+        emp = np.bincount(key, hire.ravel(), minlength=b * g).reshape(b, g) / np.maximum(members, 1)
+        present = members > 0
+        emp_mean = (emp * present).sum(1, keepdims=True) / np.maximum(present.sum(1, keepdims=True), 1)
+        mu = batch.extra["mu"]
+        mu[:] = np.where(present, np.clip(mu + c.feedback * (emp - emp_mean), 0.0, k - 1), mu)
+        newcomers = np.rint(pick(mu, grp) + c.init_std * z[2]).astype(np.int64)
+        batch.level[rows, s.idx] = np.clip(newcomers, 0, k - 1)
+        batch.feats[:] = np.column_stack(
+            [
+                tutoring_gain,
+                n_adm / max(ucap, 1),
+                (quality + 1.0) / 2.0,
+                n_hire / n,
+                (productivity + wages + 1.0) / 2.0,
+                spent,
+                mu / (k - 1),
+            ]
+        )
         own = [([SCHOOL], None, tutored, qualified), ([UNIVERSITY], None, admit, qualified)]
         return StepOutcome(comps, grp, hire, qualified, own)
 
-    def _welfare(self, before: np.ndarray, after: np.ndarray) -> float:
-        """Mean skill gain through the pipeline (the cohort is replaced afterwards)."""
-        return float(self._gain.sum()) / len(self._gain)
-
-    def _features(self, agent: str) -> list[float]:
-        if agent == REGULATOR:
-            return [self._spent, *(self._mu / (self.num_levels - 1)).tolist()]
-        return self._last_feats[agent]
+    def _threshold(self, action: np.ndarray, grp: np.ndarray) -> np.ndarray:
+        """``(B, n)`` threshold of each sampled student: ``(B,)`` actions or per-group ``(B, G)`` ones."""
+        return pick(action, grp) if action.ndim == 2 else action[:, None]
 
     def _myopic_values(self, obs: np.ndarray, agent: str) -> np.ndarray:
         """Expected one-step value per action from the observed histograms (no capacity, exact tutoring)."""
         c, k = self.config, self.num_levels
         d = self.decode_obs(obs)
-        hist = d["hist"] * self.group_shares[:, None]
+        hist = d["hist"] * self.group_shares[:, None]  # (..., G, K)
         if agent == SCHOOL:
-            room = 1.0 - d["hist"][:, -1]  # share of each group that tutoring can still raise
-            dis = self.disadvantaged
-            others = np.delete(room, dis).mean()
-            gain = INTENSITIES * room[dis] + (1 - INTENSITIES) * others
-            return c.tutoring_slots * c.tutoring_gain * gain
+            room = 1.0 - d["hist"][..., -1]  # share of each group that tutoring can still raise
+            others = np.delete(room, self.disadvantaged, axis=-1).mean(-1)
+            gain = INTENSITIES * room[..., self.disadvantaged, None] + (1 - INTENSITIES) * others[..., None]
+            return c.tutoring_slots * c.tutoring_gain * gain / (k - 1)
         if agent == UNIVERSITY:
-            value = (
-                hist[:, :, None]
-                * self._admit_pass
-                * ((self._skill - c.admit_reference) / (k - 1))[None, :, None]
-            )
+            worth = (self._skill - c.admit_reference) / (k - 1)
+            value = hist[..., None] * self._admit_pass * worth[:, None]
         else:
-            passp = self._hire_pass[int(round(float(d["intensity"]) * (len(INTENSITIES) - 1)))]
-            value = hist[:, :, None] * passp * (self._skill / (k - 1) - c.wage)[None, :, None]
-        per_group = value.sum(1)
-        return per_group if self.group_thresholds else per_group.sum(0)
+            level = np.rint(d["intensity"] * (len(INTENSITIES) - 1)).astype(np.int64)
+            value = hist[..., None] * self._hire_pass[level] * (self._skill / (k - 1) - c.wage)[:, None]
+        per_group = value.sum(-2)  # (..., G, K + 1)
+        return per_group if self.group_thresholds else per_group.sum(-2)
 
 
 raw_env = EducationMAFE
@@ -205,3 +231,8 @@ def parallel_env(**kwargs: Any) -> EducationMAFE:
 def env(**kwargs: Any) -> Any:
     """The AEC form, through ``pettingzoo.utils.parallel_to_aec``."""
     return parallel_to_aec(parallel_env(**kwargs))
+
+
+def vector_env(num_envs: int = 16, **kwargs: Any) -> MAFEVectorEnv:
+    """``num_envs`` lock-step copies of :class:`EducationMAFE` (keyword arguments as for ``parallel_env``)."""
+    return MAFEVectorEnv(EducationMAFE(**kwargs), num_envs)

@@ -9,11 +9,18 @@ horizon)::
 
     J(theta) = 1/E sum_e [1/T sum_t (sum_n sum_k w_k c^R_{n,k,t} + alpha * sum_j rate_{j,t}) - beta * pen_e]
 
-with ``pen_e`` = the mean over steps (``penalty_reduce="mean"``) or the final value (``"final"``) of the
-summed penalty keys. Global fairness components are identical for every agent and are counted once (summing
-them over agents would only rescale ``alpha``/``beta`` by ``N``). ``objective="per_agent"`` (an hf-ext
-extension for mixed-motive studies, **not in the paper**) ranks each agent's elites by its own
-``J_n`` = its own weighted rewards + the same fairness terms.
+with ``pen_e`` the summed penalty keys of episode ``e``, reduced over the episode by ``penalty_reduce``:
+``"episode"`` (default) is the gap between the groups' episode means (``dp_gap`` of the episode's approval
+rates, ...), ``"mean"`` the mean of the per-step gaps and ``"final"`` the last step's gap. Per-step gaps of
+two groups treated alike are still positive in a finite sample, which pushes the mean-of-steps penalty
+towards approve-all or approve-none corners; the episode gap has no such bias. Global fairness components are
+identical for every agent and are counted once (summing them over agents would only rescale
+``alpha``/``beta`` by ``N``). ``objective="per_agent"`` (an hf-ext extension for mixed-motive studies, **not
+in the paper**) ranks each agent's elites by its own ``J_n`` = its own weighted rewards + the same fairness
+terms.
+
+All ``P x E`` episodes of an iteration run at once in one
+:class:`~hf_ext.marl.mafe.vector.MAFEVectorEnv`.
 """
 
 from __future__ import annotations
@@ -27,7 +34,11 @@ import numpy as np
 from gymnasium import spaces
 
 from hf_ext._registry import paper
-from hf_ext.marl.mafe.policies import Policy, bind_all, run_episode
+from hf_ext._validation import check_choice, check_float, check_int, check_probability, check_sequence
+from hf_ext.marl.mafe.core import GAP_SOURCES
+from hf_ext.marl.mafe.env_base import MAFEParallelEnv
+from hf_ext.marl.mafe.policies import EpisodeLog, Policy, bind_all, run_episode
+from hf_ext.marl.mafe.vector import MAFEVectorEnv
 
 logger = logging.getLogger(__name__)
 
@@ -58,16 +69,12 @@ def cem_optimize(
     Returns:
         ``(mean (dim,), std (dim,), history)``; ``history[i]`` holds ``mean_J`` and ``elite_J``.
     """
-    if not isinstance(population, int) or population < 2:
-        raise ValueError(f"`population` must be an int >= 2, got {population!r}.")
-    if not 0.0 < elite_frac <= 1.0:
-        raise ValueError(f"`elite_frac` must be in (0, 1], got {elite_frac!r}.")
-    if not 0.0 < smoothing <= 1.0:
-        raise ValueError(f"`smoothing` must be in (0, 1], got {smoothing!r}.")
-    if not isinstance(iterations, int) or iterations < 1:
-        raise ValueError(f"`iterations` must be an int >= 1, got {iterations!r}.")
+    check_int("population", population, low=2)
+    check_probability("elite_frac", elite_frac, low_open=True)
+    check_probability("smoothing", smoothing, low_open=True)
+    check_int("iterations", iterations, low=1)
     mean = np.zeros(dim) if init_mean is None else np.asarray(init_mean, dtype=np.float64).copy()
-    std = np.full(dim, float(init_std))
+    std = np.full(dim, check_float("init_std", init_std, low=0, low_open=True))
     n_elite = max(1, math.ceil(elite_frac * population))
     blocks = [slice(0, dim)] if blocks is None else list(blocks)
     history = []
@@ -92,12 +99,17 @@ def cem_optimize(
 class ParamPolicy:
     """Deterministic parametric policy: ``argmax`` of a linear map or a one-hidden-layer tanh MLP.
 
+    Takes one observation ``(d,)`` or a batch ``(B, d)``. The parameters of an agent are one flat vector
+    (shared by the batch) or one vector per batch row ``(B, size)`` (a population of candidates).
+
     Args:
-        params: agent -> flat parameter vector.
+        params: agent -> flat parameter vector ``(size,)`` or ``(B, size)``.
         obs_dims: agent -> observation length ``d``.
         action_spaces: agent -> ``Discrete`` or ``MultiDiscrete`` space (argmax per block).
         kind: ``"linear"`` (``theta in R^{(d+1) x |A|}``) or ``"mlp"`` (16 tanh units).
     """
+
+    batched = True
 
     def __init__(
         self,
@@ -117,17 +129,15 @@ class ParamPolicy:
         layers = self._layers[agent]
         h = np.asarray(obs, dtype=np.float64)
         for j, w in enumerate(layers):
-            h = h @ w[:-1] + w[-1]
+            h = (h[..., None, :] @ w[..., :-1, :])[..., 0, :] + w[..., -1, :]
             if j < len(layers) - 1:
                 h = np.tanh(h)
         space = self._spaces[agent]
         if isinstance(space, spaces.MultiDiscrete):
-            out, start = [], 0
-            for n in space.nvec.tolist():
-                out.append(int(np.argmax(h[start : start + n])))
-                start += n
-            return np.asarray(out, dtype=np.int64)
-        return int(np.argmax(h))
+            bounds = np.cumsum(space.nvec)[:-1]
+            return np.stack([np.argmax(part, -1) for part in np.split(h, bounds, axis=-1)], -1)
+        action = np.argmax(h, -1)
+        return int(action) if action.ndim == 0 else action
 
 
 def _n_logits(space: spaces.Space) -> int:
@@ -145,7 +155,7 @@ def _shapes(d: int, a: int, kind: str) -> list[tuple[int, int]]:
 def _unflatten(flat: np.ndarray, d: int, a: int, kind: str) -> list[np.ndarray]:
     out, start = [], 0
     for r, c in _shapes(d, a, kind):
-        out.append(flat[start : start + r * c].reshape(r, c))
+        out.append(flat[..., start : start + r * c].reshape(*flat.shape[:-1], r, c))
         start += r * c
     return out
 
@@ -154,31 +164,34 @@ class FMACEM:
     """F-MACEM trainer for a MAFE-style ParallelEnv (cooperative by default).
 
     Args:
-        env_fn: Zero-argument constructor of the ParallelEnv to train on (called once).
+        env_fn: Zero-argument constructor of the MAFE-style ParallelEnv to train on (called once). Its
+            dynamics and settings are used; wrappers around it are not, since the objective is built from
+            the reward and fairness components.
         policy: ``"linear"`` or ``"mlp"`` (one hidden layer of 16 tanh units).
         alpha: Weight of the rate terms ``sum_j rate_{j,t}``.
-        beta: Weight of the fairness penalty.
+        beta: Weight of the fairness penalty (>= 0).
         reward_weights: component -> weight ``w_k`` of the reward components (``None``: every component 1,
             i.e. the environment's scalar rewards).
         rate_keys: Fairness keys of the rate terms (``None``: every ``rate/<g>``).
         penalty_keys: Fairness keys of the penalty (default ``("dp_gap",)``).
-        penalty_reduce: ``"mean"`` over steps or ``"final"`` step.
+        penalty_reduce: ``"episode"`` (gap of the episode's group means), ``"mean"`` over steps or
+            ``"final"`` step.
         population: Candidates ``P`` per iteration (>= 2).
         elite_frac: Elite fraction ``rho_e`` in (0, 1].
-        smoothing: Update weight ``lambda`` of the search distribution.
+        smoothing: Update weight ``lambda`` of the search distribution, in (0, 1].
         init_std: Initial standard deviation ``sigma_0``.
         extra_noise: Extra noise ``eps_0`` added to ``sigma``, decaying linearly to 0.
         iterations: CEM iterations.
         episodes: Episodes ``E`` per candidate, on seeds ``seed * 10**6 + iteration * E + e`` shared by all
             candidates of an iteration (common random numbers).
         objective: ``"team"`` (paper) or ``"per_agent"`` (hf-ext extension, not in the paper).
-        agents: Agents whose parameters are learned (default: all); the others play ``others``.
-        others: Scripted policies for the agents not learned.
+        agents: Agents whose parameters are learned (default: all; at least one); the others play ``others``.
+        others: Scripted policies for the agents not learned (called with batches of observations).
         seed: Seed of the search distribution and of the episode seeds.
 
     Attributes:
         best_params_: agent -> final search mean ``mu_n`` (flat vector), the CEM solution.
-        history_: Per iteration ``mean_J``, ``elite_J`` and the mean per-step reward and penalty terms.
+        history_: Per iteration ``mean_J``, ``elite_J`` and the mean per-step reward, rate and penalty terms.
 
     Examples:
         >>> from hf_ext.marl import loan_mafe_v0
@@ -202,7 +215,7 @@ class FMACEM:
         reward_weights: Mapping[str, float] | None = None,
         rate_keys: Sequence[str] | None = None,
         penalty_keys: Sequence[str] = ("dp_gap",),
-        penalty_reduce: str = "mean",
+        penalty_reduce: str = "episode",
         population: int = 32,
         elite_frac: float = 0.2,
         smoothing: float = 1.0,
@@ -215,48 +228,45 @@ class FMACEM:
         others: Mapping[str, Policy] | None = None,
         seed: int = 0,
     ) -> None:
-        if policy not in ("linear", "mlp"):
-            raise ValueError(f"unknown `policy` {policy!r}; valid: ['linear', 'mlp'].")
-        if penalty_reduce not in ("mean", "final"):
-            raise ValueError(f"unknown `penalty_reduce` {penalty_reduce!r}; valid: ['mean', 'final'].")
-        if objective not in ("team", "per_agent"):
-            raise ValueError(f"unknown `objective` {objective!r}; valid: ['team', 'per_agent'].")
-        if not isinstance(population, int) or population < 2:
-            raise ValueError(f"`population` must be an int >= 2, got {population!r}.")
-        if not 0.0 < elite_frac <= 1.0:
-            raise ValueError(f"`elite_frac` must be in (0, 1], got {elite_frac!r}.")
-        if not isinstance(episodes, int) or episodes < 1:
-            raise ValueError(f"`episodes` must be an int >= 1, got {episodes!r}.")
+        self.policy_kind = check_choice("policy", policy, ("linear", "mlp"))
+        self.penalty_reduce = check_choice("penalty_reduce", penalty_reduce, ("episode", "mean", "final"))
+        self.objective = check_choice("objective", objective, ("team", "per_agent"))
+        self.population = check_int("population", population, low=2)
+        self.elite_frac = check_probability("elite_frac", elite_frac, low_open=True)
+        self.smoothing = check_probability("smoothing", smoothing, low_open=True)
+        self.episodes = check_int("episodes", episodes, low=1)
+        self.iterations = check_int("iterations", iterations, low=1)
+        self.init_std = check_float("init_std", init_std, low=0, low_open=True)
+        self.extra_noise = check_float("extra_noise", extra_noise, low=0)
+        self.alpha, self.beta = check_float("alpha", alpha), check_float("beta", beta, low=0)
+        self.seed = check_int("seed", seed, low=0)
         self.env = env_fn()
-        self.policy_kind, self.alpha, self.beta = policy, float(alpha), float(beta)
+        raw = getattr(self.env, "unwrapped", self.env)
+        if not isinstance(raw, MAFEParallelEnv):
+            raise TypeError(f"`env_fn` must build a MAFE-style ParallelEnv, got {type(raw).__name__}.")
+        self._raw = raw
         self.reward_weights = None if reward_weights is None else dict(reward_weights)
-        self.penalty_keys, self.penalty_reduce = tuple(penalty_keys), penalty_reduce
-        self.population, self.elite_frac, self.smoothing = population, elite_frac, smoothing
-        self.init_std, self.extra_noise, self.iterations, self.episodes = (
-            init_std,
-            extra_noise,
-            iterations,
-            episodes,
-        )
-        self.objective, self.seed = objective, seed
-        all_agents = list(self.env.possible_agents)
-        self.agents = all_agents if agents is None else list(agents)
+        all_agents = list(raw.possible_agents)
+        self.agents = all_agents if agents is None else check_sequence("agents", agents, min_length=1)
         bad = [a for a in self.agents if a not in all_agents]
         if bad:
             raise ValueError(f"`agents` {bad} are not agents of the environment {all_agents}.")
-        self.others = bind_all(others or {}, self.env)
+        self.others = bind_all(others or {}, raw)
         lacking = [a for a in all_agents if a not in self.agents and a not in self.others]
         if lacking:
             raise ValueError(f"agents {lacking} are neither learned (`agents`) nor scripted (`others`).")
-        known = self._fairness_keys()
-        self.rate_keys = (
-            tuple(k for k in known if k.startswith("rate/")) if rate_keys is None else tuple(rate_keys)
-        )
+        known = raw.fairness_keys()
+        self.rate_keys = tuple(raw._keys["rate"] if rate_keys is None else rate_keys)
+        self.penalty_keys = tuple(penalty_keys)
         for k in (*self.rate_keys, *self.penalty_keys):
-            if k not in known:
-                raise ValueError(f"unknown fairness key {k!r}; valid: {sorted(known)}.")
-        self._obs_dims = {a: self.env.observation_space(a).shape[0] for a in self.agents}
-        self._spaces = {a: self.env.action_space(a) for a in self.agents}
+            check_choice("fairness key", k, known)
+        if self.penalty_reduce == "episode":
+            for k in self.penalty_keys:
+                check_choice(
+                    "penalty_keys", k, tuple(GAP_SOURCES), hint="penalty_reduce='episode' needs gaps."
+                )
+        self._obs_dims = {a: raw.observation_space(a).shape[0] for a in self.agents}
+        self._spaces = {a: raw.action_space(a) for a in self.agents}
         sizes = [
             sum(r * c for r, c in _shapes(self._obs_dims[a], _n_logits(self._spaces[a]), policy))
             for a in self.agents
@@ -264,28 +274,17 @@ class FMACEM:
         bounds = np.cumsum([0, *sizes])
         self._blocks = [slice(int(bounds[i]), int(bounds[i + 1])) for i in range(len(self.agents))]
         self._dim = int(bounds[-1])
-
-    def _fairness_keys(self) -> set[str]:
-        env = self.env
-        env.reset(seed=0)
-        _, _, _, _, infos = env.step(
-            {
-                a: 0
-                if isinstance(env.action_space(a), spaces.Discrete)
-                else np.zeros(env.action_space(a).shape, np.int64)
-                for a in env.agents
-            }
-        )
-        return {k for k in infos[env.possible_agents[0]]["fairness_components"] if not k.startswith("own/")}
+        self._vec: MAFEVectorEnv | None = None
 
     def _split(self, flat: np.ndarray) -> dict[str, np.ndarray]:
-        return {a: flat[sl] for a, sl in zip(self.agents, self._blocks)}
+        return {a: flat[..., sl] for a, sl in zip(self.agents, self._blocks)}
 
     def policies(self, flat: np.ndarray | None = None) -> dict[str, Policy]:
-        """All agents' policies: the parametric ones (``flat``, default the fitted mean) plus ``others``."""
+        """All agents' policies: the parametric ones (``flat``, default the fitted mean; ``(B, dim)`` gives
+        one parameter vector per copy of a vector env) plus ``others``."""
         params = self._split(flat) if flat is not None else self.best_params_
         learned = ParamPolicy(params, self._obs_dims, self._spaces, self.policy_kind)
-        return {**self.others, **{a: learned for a in self.agents}}
+        return {**self.others, **dict.fromkeys(self.agents, learned)}
 
     def policy(self, agent: str) -> Policy:
         """The fitted policy of ``agent``, a callable ``policy(obs, agent) -> action``."""
@@ -293,27 +292,43 @@ class FMACEM:
             raise KeyError(f"no learned policy for {agent!r}; learned agents: {self.agents}.")
         return ParamPolicy({agent: self.best_params_[agent]}, self._obs_dims, self._spaces, self.policy_kind)
 
-    def evaluate(self, flat: np.ndarray, seeds: Sequence[int]) -> tuple[np.ndarray, dict[str, float]]:
-        """Objective of one joint parameter vector on ``seeds``.
+    def penalty(self, log: EpisodeLog) -> np.ndarray:
+        """The summed penalty keys of each episode of ``log``, reduced by ``penalty_reduce``."""
+        if self.penalty_reduce == "episode":
+            return sum((log.episode_gap(k) for k in self.penalty_keys), np.zeros(()))
+        pen = sum((log.fairness[k] for k in self.penalty_keys), np.zeros(()))
+        return pen.mean(0) if self.penalty_reduce == "mean" else pen[-1]
+
+    def evaluate(
+        self, candidates: np.ndarray, seeds: Sequence[int]
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Objective of joint parameter vectors ``(P, dim)`` (or one ``(dim,)``), each on every seed.
 
         Returns:
-            ``(J, terms)``: ``J`` of shape ``(len(agents),)`` under ``"per_agent"`` else ``(1,)``, and the
-            unscaled mean per-step ``reward``, ``rate`` and ``penalty`` terms.
+            ``(J, terms)``: ``J`` of shape ``(P, len(agents))`` under ``"per_agent"`` else ``(P, 1)``, and the
+            unscaled mean per-step ``reward``, ``rate`` and ``penalty`` terms, each ``(P,)``.
         """
-        pols = self.policies(flat)
-        idx = [self.env.possible_agents.index(a) for a in self.agents]
-        per_agent, rate_t, pen_t = [], [], []
-        for s in seeds:
-            log = run_episode(self.env, pols, seed=int(s), weights=self.reward_weights)
-            per_agent.append(log.rewards.mean(0))
-            rate_t.append(sum(log.fairness[k] for k in self.rate_keys).mean() if self.rate_keys else 0.0)
-            pen = sum(log.fairness[k] for k in self.penalty_keys) if self.penalty_keys else np.zeros(1)
-            pen_t.append(float(pen.mean() if self.penalty_reduce == "mean" else pen[-1]))
-        rew = np.mean(per_agent, axis=0)
-        fair = self.alpha * float(np.mean(rate_t)) - self.beta * float(np.mean(pen_t))
-        j = rew[idx] + fair if self.objective == "per_agent" else np.array([rew.sum() + fair])
-        terms = {"reward": float(rew.sum()), "rate": float(np.mean(rate_t)), "penalty": float(np.mean(pen_t))}
-        return j, terms
+        cands = np.atleast_2d(np.asarray(candidates, dtype=np.float64))
+        p, e = len(cands), len(seeds)
+        if self._vec is None or self._vec.num_envs != p * e:
+            self._vec = MAFEVectorEnv(self._raw, p * e)
+        log = run_episode(
+            self._vec,
+            self.policies(np.repeat(cands, e, 0)),
+            seed=[int(s) for _ in range(p) for s in seeds],
+            weights=self.reward_weights,
+        )
+        rew = log.rewards.mean(0).reshape(p, e, -1).mean(1)  # (P, N)
+        rate = sum((log.fairness[k] for k in self.rate_keys), np.zeros(()))
+        rate = np.broadcast_to(np.mean(rate, 0), (p * e,)).reshape(p, e).mean(1)
+        pen = np.broadcast_to(self.penalty(log), (p * e,)).reshape(p, e).mean(1)
+        fair = self.alpha * rate - self.beta * pen
+        if self.objective == "per_agent":
+            idx = [self._raw.possible_agents.index(a) for a in self.agents]
+            j = rew[:, idx] + fair[:, None]
+        else:
+            j = (rew.sum(1) + fair)[:, None]
+        return j, {"reward": rew.sum(1), "rate": rate, "penalty": pen}
 
     def fit(self) -> FMACEM:
         """Run the CEM search; sets ``best_params_`` and ``history_``; returns ``self``."""
@@ -322,14 +337,10 @@ class FMACEM:
 
         def objective(cands: np.ndarray, it: int) -> np.ndarray:
             seeds = [self.seed * 10**6 + it * self.episodes + e for e in range(self.episodes)]
-            out, terms = [], []
-            for c in cands:
-                j, t = self.evaluate(c, seeds)
-                out.append(j)
-                terms.append(t)
-            terms_log.append({k: float(np.mean([t[k] for t in terms])) for k in terms[0]})
-            logger.debug("F-MACEM iteration %d: mean J %.4f", it, float(np.mean(np.sum(out, axis=1))))
-            return np.asarray(out)
+            j, terms = self.evaluate(cands, seeds)
+            terms_log.append({k: float(v.mean()) for k, v in terms.items()})
+            logger.debug("F-MACEM iteration %d: mean J %.4f", it, float(j.sum(1).mean()))
+            return j
 
         mean, std, history = cem_optimize(
             objective,

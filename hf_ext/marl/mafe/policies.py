@@ -1,21 +1,27 @@
 """Scripted policies for the MAFE-style environments and an episode runner that logs every component.
 
-A policy is a callable ``policy(obs, agent) -> action``. Policies that read the environment's model
-(:class:`ProfitGreedy`) or its observation layout (:class:`GapTriggeredIntervention`) get it through
-``bind(env)``; :func:`run_episode`, :class:`~hf_ext.marl.mafe.wrappers.SingleAgentView` and
-:class:`~hf_ext.marl.mafe.fmacem.FMACEM` call ``bind`` for you.
+A policy is a callable ``policy(obs, agent) -> action``. The scripted policies here also take a batch of
+observations ``(B, d)`` from :class:`~hf_ext.marl.mafe.vector.MAFEVectorEnv` and then return ``B`` actions
+(they set ``batched = True``). Policies that read the environment's model (:class:`ProfitGreedy`) or its
+observation layout (:class:`GapTriggeredIntervention`) get it through ``bind(env)``; :func:`run_episode`,
+:class:`~hf_ext.marl.mafe.wrappers.SingleAgentView` and :class:`~hf_ext.marl.mafe.fmacem.FMACEM` call
+``bind`` for you.
 
 **[paper]** simple deterministic intervention policies; **[reconstructed]** their exact rules below.
+:class:`ApproveAll`, :class:`ApproveNone` and :class:`RandomPolicy` are the trivial baselines.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+
+from hf_ext._validation import check_float, check_int
+from hf_ext.marl.mafe.core import GAP_SOURCES, episode_gap
 
 Policy = Callable[[np.ndarray, str], Any]
 
@@ -24,6 +30,7 @@ class ScriptedPolicy:
     """Base of the scripted policies: ``bind(env)`` stores the unwrapped environment."""
 
     env: Any = None
+    batched = True  # accepts (B, d) observations and returns B actions
 
     def bind(self, env: Any) -> ScriptedPolicy:
         self.env = env.unwrapped
@@ -38,12 +45,15 @@ class ScriptedPolicy:
         raise NotImplementedError
 
 
+def _single(actions: np.ndarray, obs: Any) -> Any:
+    """``actions`` for a batch of observations, or one action (an ``int`` or per-group array) for one."""
+    if obs is not None and np.ndim(obs) == 2:
+        return actions
+    return int(actions) if np.ndim(actions) == 0 else actions
+
+
 def _check_level(level: int) -> int:
-    if not isinstance(level, int | np.integer) or not 0 <= level <= 4:
-        raise ValueError(
-            f"`level` must be an int in 0..4 (intervention intensity 0, .25, .5, .75, 1), got {level!r}."
-        )
-    return int(level)
+    return check_int("level", level, low=0, high=4, hint="Intervention intensity index: 0, .25, .5, .75, 1.")
 
 
 class FixedIntervention(ScriptedPolicy):
@@ -57,8 +67,8 @@ class FixedIntervention(ScriptedPolicy):
     def __init__(self, level: int) -> None:
         self.level = _check_level(level)
 
-    def __call__(self, obs: np.ndarray, agent: str) -> int:
-        return self.level
+    def __call__(self, obs: np.ndarray, agent: str) -> Any:
+        return _single(np.full(np.shape(obs)[:-1], self.level), obs)
 
 
 class GapTriggeredIntervention(ScriptedPolicy):
@@ -73,13 +83,12 @@ class GapTriggeredIntervention(ScriptedPolicy):
     """
 
     def __init__(self, threshold: float, level: int) -> None:
-        if not 0.0 <= float(threshold) <= 1.0:
-            raise ValueError(f"`threshold` must be in [0, 1], got {threshold!r}.")
-        self.threshold, self.level = float(threshold), _check_level(level)
+        self.threshold = check_float("threshold", threshold, low=0, high=1)
+        self.level = _check_level(level)
 
-    def __call__(self, obs: np.ndarray, agent: str) -> int:
+    def __call__(self, obs: np.ndarray, agent: str) -> Any:
         rates = self._require_env().decode_obs(obs)["rates"]
-        return self.level if float(rates.max() - rates.min()) > self.threshold else 0
+        return _single(np.where(rates.max(-1) - rates.min(-1) > self.threshold, self.level, 0), obs)
 
 
 class ProfitGreedy(ScriptedPolicy):
@@ -92,8 +101,39 @@ class ProfitGreedy(ScriptedPolicy):
     """
 
     def __call__(self, obs: np.ndarray, agent: str) -> Any:
-        values = self._require_env().myopic_values(obs, agent)
-        return np.argmax(values, axis=-1).astype(np.int64) if values.ndim == 2 else int(np.argmax(values))
+        return _single(np.argmax(self._require_env().myopic_values(obs, agent), axis=-1), obs)
+
+
+class _ExtremeThreshold(ScriptedPolicy):
+    """The lowest or highest threshold of a threshold agent (a bank, a hospital, the university...)."""
+
+    lowest = True
+
+    def __call__(self, obs: np.ndarray, agent: str) -> Any:
+        env = self._require_env()
+        if agent not in env.deciders:
+            raise ValueError(
+                f"{type(self).__name__} sets thresholds: `agent` must be one of {env.deciders}, "
+                f"got {agent!r}."
+            )
+        space = env.action_space(agent)
+        top = space.nvec - 1 if isinstance(space, spaces.MultiDiscrete) else np.asarray(space.n - 1)
+        action = np.zeros_like(top) if self.lowest else top
+        return _single(np.broadcast_to(action, (*np.shape(obs)[:-1], *top.shape)).copy(), obs)
+
+
+class ApproveAll(_ExtremeThreshold):
+    """Trivial baseline for a threshold agent: threshold 0, so every individual gets the positive decision
+    (every applicant approved, every care seeker eligible, every student admitted or hired)."""
+
+    lowest = True
+
+
+class ApproveNone(_ExtremeThreshold):
+    """Trivial baseline for a threshold agent: the highest threshold ``K``, so no individual gets the
+    positive decision."""
+
+    lowest = False
 
 
 class RandomPolicy(ScriptedPolicy):
@@ -108,9 +148,8 @@ class RandomPolicy(ScriptedPolicy):
 
     def __call__(self, obs: np.ndarray, agent: str) -> Any:
         space = self._require_env().action_space(agent)
-        if isinstance(space, spaces.MultiDiscrete):
-            return self.rng.integers(0, space.nvec).astype(np.int64)
-        return int(self.rng.integers(space.n))
+        high = space.nvec if isinstance(space, spaces.MultiDiscrete) else np.asarray(space.n)
+        return _single(self.rng.integers(0, high, size=(*np.shape(obs)[:-1], *high.shape)), obs)
 
 
 def bind_all(policies: Mapping[str, Policy], env: Any) -> dict[str, Policy]:
@@ -121,32 +160,63 @@ def bind_all(policies: Mapping[str, Policy], env: Any) -> dict[str, Policy]:
     return dict(policies)
 
 
+def act(policy: Policy, obs: np.ndarray, agent: str) -> Any:
+    """``policy(obs, agent)``; a batch of observations goes row by row to a policy that is not ``batched``."""
+    if np.ndim(obs) == 1 or getattr(policy, "batched", False):
+        return policy(obs, agent)
+    return np.stack([np.asarray(policy(o, agent)) for o in obs])
+
+
 @dataclass
 class EpisodeLog:
-    """Per-step record of one episode.
+    """Per-step record of one episode (or of ``B`` episodes of a vector env: the ``B`` axes below).
 
     Attributes:
         agents: The agents, in ``possible_agents`` order.
-        rewards: ``(T, N)`` per-agent rewards: the weighted sum of its reward components (all weights 1 when
-            no weights are given, which equals the environment's scalar reward).
-        components: ``"<agent>/<component>"`` -> ``(T,)`` unweighted reward components.
-        fairness: Global fairness key (``dp_gap``, ``rate/A``, ...) -> ``(T,)``.
+        groups: The group names.
+        rewards: ``(T, [B,] N)`` per-agent rewards: the weighted sum of its reward components (all weights 1
+            when no weights are given, which equals the environment's scalar reward).
+        components: ``"<agent>/<component>"`` -> ``(T, [B])`` unweighted reward components.
+        fairness: Global fairness key (``dp_gap``, ``rate/A``, ...) -> ``(T, [B])``.
+        present: ``(T, [B,] G)`` bool, whether each group had a sampled member in that step.
     """
 
     agents: list[str]
+    groups: list[str]
     rewards: np.ndarray
     components: dict[str, np.ndarray] = field(default_factory=dict)
     fairness: dict[str, np.ndarray] = field(default_factory=dict)
+    present: np.ndarray | None = None
+
+    def episode_gap(self, key: str) -> np.ndarray:
+        """``dp_gap``, ``eo_gap`` or ``level_gap`` of the episode: the gap between the groups' episode
+        means of ``rate/<g>``, ``tpr/<g>`` or ``mean_level/<g>`` (see
+        :func:`~hf_ext.marl.mafe.core.episode_gap`); a float, or ``(B,)`` for a vector env.
+
+        A group counts in a step when it had a sampled member; for ``eo_gap`` a step where a group had
+        members but none qualified enters its mean as ``tpr`` 0.0 (rare at the default sizes).
+        """
+        if key not in GAP_SOURCES:
+            raise ValueError(f"`key` must be one of {sorted(GAP_SOURCES)}, got {key!r}.")
+        values = np.stack([self.fairness[GAP_SOURCES[key] + g] for g in self.groups], -1)
+        present = (
+            self.present if key != "level_gap" and self.present is not None else np.ones(values.shape, bool)
+        )
+        return episode_gap(values, present)
 
 
 def run_episode(
-    env: Any, policies: Mapping[str, Policy], seed: int | None, weights: Mapping[str, float] | None = None
+    env: Any,
+    policies: Mapping[str, Policy],
+    seed: int | Sequence[int] | None,
+    weights: Mapping[str, float] | None = None,
 ) -> EpisodeLog:
-    """Play one episode of a ParallelEnv with ``policies[agent](obs, agent)`` and log every component.
+    """Play one episode of a ParallelEnv (or one batch of episodes of a vector env) and log every component.
 
     Args:
-        env: A MAFE-style ParallelEnv (or a wrapper of one).
-        policies: One policy per agent of ``env.possible_agents``.
+        env: A MAFE-style ParallelEnv (or a wrapper of one), or a
+            :class:`~hf_ext.marl.mafe.vector.MAFEVectorEnv` (then ``seed`` may list one seed per copy).
+        policies: One policy per agent of ``env.possible_agents``, called as ``policy(obs, agent)``.
         seed: Passed to ``env.reset``.
         weights: Optional component -> weight for :attr:`EpisodeLog.rewards` (missing components weigh 0).
     """
@@ -154,22 +224,26 @@ def run_episode(
     missing = [a for a in agents if a not in policies]
     if missing:
         raise ValueError(f"`policies` has no policy for agents {missing}; give one per agent of {agents}.")
+    groups = list(env.unwrapped.groups)
     obs, infos = env.reset(seed=seed)
     first = agents[0]
-    rewards, comps, fair = [], [], []
+    rewards, comps, fair, present = [], [], [], []
     while env.agents:
-        obs, rew, _, _, infos = env.step({a: policies[a](obs[a], a) for a in env.agents})
+        obs, rew, _, _, infos = env.step({a: act(policies[a], obs[a], a) for a in env.agents})
         rc = [infos[a]["reward_components"] for a in agents]
         if weights is None:
-            rewards.append([rew[a] for a in agents])
+            rewards.append(np.stack([rew[a] for a in agents], -1))
         else:
-            rewards.append([sum(weights.get(k, 0.0) * v for k, v in c.items()) for c in rc])
+            rewards.append(np.stack([sum(weights.get(k, 0.0) * v for k, v in c.items()) for c in rc], -1))
         comps.append(rc)
         fair.append(infos[first]["fairness_components"])
+        empty = infos[first]["empty_groups"]
+        present.append(~empty if isinstance(empty, np.ndarray) else [g not in empty for g in groups])
     fair_keys = [k for k in fair[0] if not k.startswith("own/")] if fair else []
     return EpisodeLog(
         agents,
-        np.asarray(rewards, dtype=np.float64).reshape(len(rewards), len(agents)),
+        groups,
+        np.asarray(rewards, dtype=np.float64),
         {
             f"{a}/{k}": np.array([step[i][k] for step in comps])
             for i, a in enumerate(agents)
@@ -178,4 +252,5 @@ def run_episode(
         if comps
         else {},
         {k: np.array([f[k] for f in fair]) for k in fair_keys},
+        np.asarray(present, dtype=bool),
     )

@@ -176,7 +176,7 @@ class SingleAgentView(gymnasium.Env):
         >>> obs, info = g.reset(seed=0)
         >>> obs, r, terminated, truncated, info = g.step(3)
         >>> sorted(info["reward_components"])
-        ['default_loss', 'loan_volume', 'profit']
+        ['default_loss', 'interest', 'subsidy']
     """
 
     _paper = paper("mafe")

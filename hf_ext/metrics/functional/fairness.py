@@ -1,22 +1,29 @@
 """Group-fairness metrics on per-individual decisions (functional forms).
 
-The private ``_group_stats_update`` / ``_group_gap_compute`` pair works on numpy arrays *and* torch tensors,
-so the MAFE-style environments (numpy, :mod:`hf_ext.marl`), these functions and the torchmetrics classes in
-:mod:`hf_ext.metrics.fairness` share one implementation and agree exactly.
+The private ``_group_stats_update`` / ``_group_rate_compute`` / ``_group_gap_compute`` functions work on numpy
+arrays *and* torch tensors, so the MAFE-style environments (numpy, :mod:`hf_ext.marl`), these functions and
+the torchmetrics classes in :mod:`hf_ext.metrics.fairness` share one implementation and agree exactly. This
+module imports torch only when a torch path runs, so the numpy environments do not load it.
 
-Conventions (MAFE-style fairness components):
+Conventions (MAFE-style fairness components), including the two empty-group cases:
 
-- ``rate[g]`` = sum of ``decisions`` over members of group ``g`` / number of members (0.0 for an empty group).
-- A gap is ``max_g rate - min_g rate`` over the *non-empty* groups; with fewer than 2 non-empty groups it is
-  0.0. No NaN is ever produced.
+- ``rate[g]`` = sum of ``decisions`` over members of group ``g`` / number of members.
+- A group with **no members** (or, for the rates among the ``qualified``, **no qualified member**) has rate
+  0.0 and is left out of every gap.
+- A gap is ``max_g rate - min_g rate`` over the groups that have members; with fewer than 2 such groups it
+  is 0.0. No NaN is ever produced.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+from hf_ext._validation import check_int
+
+if TYPE_CHECKING:
+    import torch
 
 Array = Any  # numpy.ndarray or torch.Tensor
 
@@ -24,6 +31,8 @@ Array = Any  # numpy.ndarray or torch.Tensor
 def _bincount(index: Array, weights: Array | None, length: int) -> Array:
     if isinstance(index, np.ndarray):
         return np.bincount(index, weights=weights, minlength=length).astype(np.float64)
+    import torch
+
     w = None if weights is None else weights.to(torch.float64)
     return torch.bincount(index, weights=w, minlength=length).to(torch.float64)
 
@@ -63,12 +72,16 @@ def _group_gap_compute(sums: Array, counts: Array) -> Array:
         hi = np.where(nonempty, rates, -np.inf).max(-1)
         lo = np.where(nonempty, rates, np.inf).min(-1)
         return np.where(nonempty.sum(-1) >= 2, hi - lo, 0.0)
+    import torch
+
     hi = torch.where(nonempty, rates, -torch.inf).amax(-1)
     lo = torch.where(nonempty, rates, torch.inf).amin(-1)
     return torch.where(nonempty.sum(-1) >= 2, hi - lo, torch.zeros_like(hi))
 
 
 def _check(decisions: Array, groups: Array, num_groups: int | None, name: str = "decisions") -> tuple:
+    import torch
+
     decisions = torch.as_tensor(decisions)
     groups = torch.as_tensor(groups)
     if decisions.ndim != 1 or groups.shape != decisions.shape:
@@ -82,8 +95,7 @@ def _check(decisions: Array, groups: Array, num_groups: int | None, name: str = 
         raise ValueError(f"`groups` must be >= 0, got min {int(groups.min())}.")
     if num_groups is None:
         num_groups = int(groups.max()) + 1 if groups.numel() else 0
-    if not isinstance(num_groups, int) or num_groups < 2:
-        raise ValueError(f"fairness metrics need at least 2 groups, got `num_groups`={num_groups!r}.")
+    num_groups = check_int("num_groups", num_groups, low=2, hint="Fairness needs at least 2 groups.")
     if groups.numel() and int(groups.max()) >= num_groups:
         raise ValueError(f"`groups` must be < num_groups={num_groups}, got max {int(groups.max())}.")
     if name == "decisions" and decisions.numel():
@@ -96,6 +108,8 @@ def _check(decisions: Array, groups: Array, num_groups: int | None, name: str = 
 
 
 def _check_mask(mask: Array, like: torch.Tensor, name: str) -> torch.Tensor:
+    import torch
+
     mask = torch.as_tensor(mask)
     if mask.shape != like.shape:
         raise ValueError(f"`{name}` must have shape {tuple(like.shape)}, got {tuple(mask.shape)}.")
@@ -114,7 +128,7 @@ def group_rates(
         qualified: Optional ``(n,)`` bool; rates are then computed among qualified individuals only.
 
     Returns:
-        ``(G,)`` float64 tensor, 0.0 for groups without members.
+        ``(G,)`` float64 tensor, 0.0 for groups without members (or without qualified members).
 
     Examples:
         >>> group_rates([1, 1, 0, 1, 0, 0], [0, 0, 0, 1, 1, 1])
@@ -130,6 +144,8 @@ def demographic_parity_difference(
 ) -> torch.Tensor:
     """``max_g rate_g - min_g rate_g`` over non-empty groups (MAFE ``dp_gap``), a 0-d float64 tensor.
 
+    A group without members is left out; with fewer than 2 groups that have members the gap is 0.0.
+
     Examples:
         >>> demographic_parity_difference([1, 1, 0, 1, 0, 0], [0, 0, 0, 1, 1, 1])
         tensor(0.3333, dtype=torch.float64)
@@ -142,6 +158,9 @@ def equal_opportunity_difference(
     decisions: Array, groups: Array, qualified: Array, num_groups: int | None = None
 ) -> torch.Tensor:
     """True-positive-rate gap among ``qualified`` individuals (MAFE ``eo_gap``), a 0-d float64 tensor.
+
+    A group without qualified members is left out; with fewer than 2 groups that have qualified members the
+    gap is 0.0.
 
     Examples:
         >>> equal_opportunity_difference([1, 0, 0, 1], [0, 0, 1, 1], qualified=[1, 1, 0, 1])
