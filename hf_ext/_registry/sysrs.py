@@ -11,7 +11,8 @@ METHOD = MethodInfo(
     host="scikit-learn-style estimator + framework-free ask/tell scheduler",
     extras=("sklearn",),
     public={
-        "BestModelIdentifier": "hf_ext.estimators.sysrs",
+        "BestModelIdentifier": "hf_ext.sysrs.selector",
+        "SySRsSearchCV": "hf_ext.estimators.sysrs",
         "SySRs": "hf_ext.sysrs.core",
         "SynchronizedSuccessiveRejects": "hf_ext.sysrs.core",
         "SuccessiveRejects": "hf_ext.sysrs.core",

@@ -125,3 +125,27 @@ def mean_pairwise_correlation(S: np.ndarray) -> float:
         return float("nan")
     C = np.corrcoef(S[keep])
     return float(C[np.triu_indices_from(C, k=1)].mean())
+
+
+def coupled_matrix(
+    accuracies: Any, n_queries: int = 3000, *, correlation: float = 0.5, seed: int = 0
+) -> np.ndarray:
+    """Synthetic 0/1 correctness with given accuracies and a chosen similarity between the models.
+
+    Each query is *shared* with probability ``correlation``: one uniform draw ``u_q`` decides every model
+    (model ``m`` is right when ``u_q < accuracies[m]``, so stronger models are right whenever weaker ones
+    are); otherwise every model draws its own uniform. Two models with accuracies near ``p`` then have
+    correlation about ``correlation`` (exactly ``correlation`` for equal accuracies).
+
+    Returns:
+        Float array of shape ``(len(accuracies), n_queries)`` with entries in {0, 1}.
+    """
+    from hf_ext._validation import check_float, check_int, check_probability, check_sequence
+
+    p = np.asarray(check_sequence("accuracies", accuracies, check_probability, min_length=1))
+    n_queries = check_int("n_queries", n_queries, low=1)
+    rho = check_float("correlation", correlation, low=0, high=1)
+    rng = np.random.default_rng(seed)
+    shared = rng.random(n_queries) < rho
+    u = np.where(shared[None, :], rng.random(n_queries)[None, :], rng.random((len(p), n_queries)))
+    return (u < p[:, None]).astype(float)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hf_ext.sysrs.bench import budget_grid, budget_to_error
+from hf_ext.sysrs._bench_figures import budget_grid, budget_to_error
 from hf_ext.sysrs.simulate import simulate
 from hf_ext.testing import requires
 
@@ -42,5 +42,32 @@ def test_tour_runs_and_reports_targets() -> None:
     systems = {r["system"] for r in report.rows}
     assert systems == {"uniform", "uniform-synced", "SR", "SySRs", "SH", "SH-synced"}
     assert report.headline.figure == "error_rate" and report.headline.best_baseline_system != "SySRs"
-    assert all(r["max_spent"] <= r["budget"] for r in report.rows)
+    assert all(r["max_spent"] <= r["budget"] for r in report.rows if r["table"] == "fixed budget")
+    assert report.headline.figure == "error_rate"
+    means = [r for r in report.rows if r["table"] == "mean over real data"]
+    assert len(means) == 6 and all(r["settings"] == 6 for r in means)
     assert any("err(SySRs) <= 0.5 x err(SR) on digits @ 3000" in n for n in report.notes)
+
+
+def test_coupled_matrix_correlation_and_accuracies() -> None:
+    from hf_ext.sysrs.matrices import coupled_matrix, mean_pairwise_correlation
+
+    S = coupled_matrix([0.6] * 4, 20000, correlation=0.7, seed=1)
+    assert abs(mean_pairwise_correlation(S) - 0.7) < 0.03 and np.allclose(S.mean(1), 0.6, atol=0.02)
+    assert mean_pairwise_correlation(coupled_matrix([0.6] * 4, 20000, correlation=0.0)) < 0.03
+    nested = coupled_matrix([0.5, 0.7], 1000, correlation=1.0)
+    assert (nested[0] <= nested[1]).all()
+    with pytest.raises(ValueError, match=r"`correlation` must be a finite float in \[0, 1\], got 1.5"):
+        coupled_matrix([0.5], correlation=1.5)
+    with pytest.raises(ValueError, match=r"`accuracies\[1\]` must be a finite float in \[0, 1\]"):
+        coupled_matrix([0.5, 2.0])
+
+
+@pytest.mark.slow
+def test_plot_writes_the_sweep_figure(tmp_path) -> None:  # noqa: ANN001
+    from hf_ext.sysrs import bench
+
+    settings = tuple(s for s in bench.SETTINGS if s.kind == "sweep")[:2]
+    report = bench._report(settings, reps=20, factor=2.0, seed=0)
+    files = bench.plot(report, tmp_path)
+    assert set(files) == {"sweep"} and (tmp_path / "sysrs_sweep.png").stat().st_size > 0

@@ -1,4 +1,4 @@
-"""BestModelIdentifier: scikit-learn conformance, parity with the simulator and the schedulers, bad inputs."""
+"""BestModelIdentifier (a selector): parity with the simulator and the schedulers, parameters, bad inputs."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ from hf_ext.testing import requires
 pytestmark = requires("sklearn")
 
 from sklearn.base import clone  # noqa: E402
-from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
-from hf_ext.estimators.sysrs import BestModelIdentifier  # noqa: E402
 from hf_ext.sysrs.core import ALGORITHMS, make_scheduler  # noqa: E402
+from hf_ext.sysrs.selector import BestModelIdentifier  # noqa: E402
 from hf_ext.sysrs.simulate import run_scheduler, simulate  # noqa: E402
 
 
@@ -22,29 +21,18 @@ def _matrix(k: int = 7, n: int = 300, seed: int = 0) -> np.ndarray:
     return (rng.random((k, n)) < np.linspace(0.5, 0.8, k)[:, None]).astype(float)
 
 
-# The generic checks feed unbounded Gaussian data, so the conformance instances declare a wide score range;
-# `budget=None` (full evaluation) keeps every tiny check matrix valid.
-@parametrize_with_checks(
-    [
-        BestModelIdentifier(score_range=(-1e3, 1e3)),
-        BestModelIdentifier(algorithm="sr", budget=None, score_range=(-1e3, 1e3), random_state=0),
-    ]
-)
-def test_sklearn_conformance(estimator, check) -> None:  # noqa: ANN001
-    check(estimator)
-
-
 @pytest.mark.parametrize("algorithm", list(ALGORITHMS))
 @pytest.mark.parametrize("seed", [0, 7])
 def test_parity_with_simulate_and_hand_driven_scheduler(algorithm: str, seed: int) -> None:
     S = _matrix()
-    est = BestModelIdentifier(algorithm=algorithm, budget=500, random_state=seed).fit(S)
+    est = BestModelIdentifier(algorithm=algorithm, random_state=seed)
+    assert est.select(S, budget=500) == est.best_model_
     sim = simulate(S, 500, algorithm, reps=1, seed=seed)
     sched = make_scheduler(algorithm, *S.shape, 500, seed=seed)
     hand = run_scheduler(S, sched)
     assert est.best_model_ == hand == int(sim["picks"][0])
     assert est.budget_used_ == sched.spent == int(sim["spent"][0]) <= 500
-    assert est.history_ == sched.history and est.n_models_ == 7 and est.n_features_in_ == 300
+    assert est.history_ == sched.history and est.n_models_ == 7 and est.n_queries_ == 300
 
 
 def test_clone_and_params_round_trip() -> None:
@@ -59,14 +47,14 @@ def test_clone_and_params_round_trip() -> None:
 
 def test_random_state_instances_are_reproducible() -> None:
     S = _matrix()
-    a = BestModelIdentifier(budget=200, random_state=np.random.RandomState(4)).fit(S)
-    b = BestModelIdentifier(budget=200, random_state=np.random.RandomState(4)).fit(S)
-    assert a.history_ == b.history_
+    a, b = (BestModelIdentifier(budget=200, random_state=np.random.RandomState(4)) for _ in range(2))
+    assert a.select(S) == b.select(S) and a.history_ == b.history_
 
 
 def test_default_budget_is_exact_full_evaluation() -> None:
     S = _matrix()
-    est = BestModelIdentifier().fit(S)
+    est = BestModelIdentifier()
+    est.select(S)
     assert est.budget_used_ == S.size and est.best_model_ == int(np.argmax(S.mean(1)))
 
 
@@ -74,8 +62,8 @@ def test_nan_and_real_valued_scores() -> None:
     base = np.random.default_rng(1).random(80) * 10
     S = base[None, :] + np.array([[0.3], [0.1], [0.2], [0.4]])  # real-valued, model 3 best everywhere
     S[0, :5] = np.nan
-    est = BestModelIdentifier(budget=S.size, score_range=(0, 10.5), nan_policy="drop_query").fit(S)
-    assert est.best_model_ == 3
+    est = BestModelIdentifier(score_range=(0, 10.5), nan_policy="drop_query")
+    assert est.select(S, budget=S.size) == 3
 
 
 @pytest.mark.parametrize(
@@ -88,25 +76,37 @@ def test_nan_and_real_valued_scores() -> None:
             "`budget` must be an int >= 6, got 3. SuccessiveRejects with n_models=5",
         ),
         ({"budget": 4, "algorithm": "uniform"}, _matrix(5, 20), ValueError, "`budget` must be an int >= 5"),
-        ({"budget": 10.5}, _matrix(5, 20), ValueError, "The 'budget' parameter .* Got 10.5"),
-        ({"algorithm": "ucb"}, _matrix(5, 20), ValueError, "The 'algorithm' parameter .* Got 'ucb'"),
-        ({"nan_policy": "skip"}, _matrix(5, 20), ValueError, "The 'nan_policy' parameter"),
+        ({"budget": 10.5}, _matrix(5, 20), TypeError, "`budget` must be an int >= 0, got 10.5"),
+        ({"algorithm": "ucb"}, _matrix(5, 20), ValueError, "`algorithm` must be one of .* got 'ucb'"),
+        ({"nan_policy": "skip"}, _matrix(5, 20), ValueError, "`nan_policy` must be one of .* got 'skip'"),
+        ({"score_range": (2, 1)}, _matrix(5, 20), ValueError, "`score_range` must be a pair"),
         ({}, np.full((3, 4), 7.0), ValueError, "`S` must lie in \\[0, 1\\]"),
         ({}, np.zeros(4), ValueError, "`S` must be a 2-D score matrix"),
         ({}, np.zeros((2, 2, 2)), ValueError, "`S` must be a 2-D score matrix"),
-        ({"random_state": "seed"}, _matrix(5, 20), ValueError, "The 'random_state' parameter"),
+        ({"random_state": "seed"}, _matrix(5, 20), TypeError, "`random_state` must be None, an int or a"),
+        ({"random_state": -1}, _matrix(5, 20), ValueError, "`random_state` must be an int >= 0, got -1"),
     ],
 )
-def test_fit_bad_inputs(params: dict, S: np.ndarray, error: type, match: str) -> None:
+def test_select_bad_inputs(params: dict, S: np.ndarray, error: type, match: str) -> None:
     with pytest.raises(error, match=match):
-        BestModelIdentifier(**params).fit(S)
+        BestModelIdentifier(**params).select(S)
+
+
+def test_fit_and_old_import_path_are_deprecated_aliases() -> None:
+    S = _matrix()
+    with pytest.warns(DeprecationWarning, match=r"fit\(S\) is deprecated .*: call select"):
+        est = BestModelIdentifier(budget=300, random_state=1).fit(S)
+    assert est.best_model_ == BestModelIdentifier(random_state=1).select(S, budget=300)
+    with pytest.warns(DeprecationWarning, match="moved to `hf_ext.sysrs.BestModelIdentifier`"):
+        from hf_ext.estimators.sysrs import BestModelIdentifier as Old
+    assert Old is BestModelIdentifier
 
 
 def test_public_names_resolve_lazily() -> None:
     import hf_ext
-    from hf_ext.estimators import BestModelIdentifier as Est
+    from hf_ext.sysrs import BestModelIdentifier as Est
 
-    assert Est is BestModelIdentifier
+    assert Est is BestModelIdentifier is hf_ext.BestModelIdentifier
     assert hf_ext.SySRs is hf_ext.SynchronizedSuccessiveRejects
     assert hf_ext.SySRs._paper["id"] == "2606.07726" and BestModelIdentifier._paper["venue"] == "ICML 2026"
 
