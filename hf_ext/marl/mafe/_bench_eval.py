@@ -59,9 +59,9 @@ def settings(quick: bool) -> dict[str, Any]:
         return {
             "eval_episodes": {"loan": 32, "healthcare": 16, "education": 16},
             "cycles": 50,
-            "population": 16,
-            "iterations": 10,
-            "episodes": 2,
+            "population": 24,
+            "iterations": 15,
+            "episodes": 4,
             "betas": (0.0, 5.0),
             "speed_steps": 2_000,
             "vector_steps": 30,

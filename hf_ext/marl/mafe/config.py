@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from hf_ext._registry import paper
 from hf_ext._validation import check_float, check_int, check_probability, check_sequence
 
 
@@ -41,6 +42,7 @@ class _PopulationConfig:
     )
     _default_means = (4.0, 2.5)
     _higher_level_is_better = True
+    _paper = paper("mafe")
     _probabilities: ClassVar[tuple[str, ...]] = ()  # fields checked to lie in [0, 1]
     _non_negative: ClassVar[tuple[str, ...]] = ()  # fields checked to be finite floats >= 0
 

@@ -21,6 +21,7 @@ from gymnasium import spaces
 from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
+from hf_ext._registry import paper
 from hf_ext._validation import check_bool, check_choice, check_float, check_int, check_sequence
 from hf_ext.marl.mafe.core import (
     INTENSITIES,
@@ -83,6 +84,7 @@ class MAFEParallelEnv(ParallelEnv):
     deciders: list[str]  # agents whose action is a threshold on levels (banks, hospitals, ...)
     n_uniform = 1  # uniform draws per sampled individual per step
     n_normal = 0  # standard-normal draws per sampled individual per step
+    _paper = paper("mafe")
 
     def __init__(
         self,

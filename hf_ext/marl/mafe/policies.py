@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from hf_ext._registry import paper
 from hf_ext._validation import check_float, check_int
 from hf_ext.marl.mafe.core import GAP_SOURCES, episode_gap
 
@@ -30,7 +31,8 @@ class ScriptedPolicy:
     """Base of the scripted policies: ``bind(env)`` stores the unwrapped environment."""
 
     env: Any = None
-    batched = True  # accepts (B, d) observations and returns B actions
+    batched = True
+    _paper = paper("mafe")  # accepts (B, d) observations and returns B actions
 
     def bind(self, env: Any) -> ScriptedPolicy:
         self.env = env.unwrapped

@@ -16,6 +16,7 @@ from gymnasium import spaces
 from gymnasium.utils import seeding
 from gymnasium.vector.utils import batch_space
 
+from hf_ext._registry import paper
 from hf_ext._validation import check_int
 from hf_ext.marl.mafe.core import Batch, fairness_dicts
 from hf_ext.marl.mafe.env_base import MAFEParallelEnv
@@ -48,6 +49,8 @@ class MAFEVectorEnv:
         >>> rew["bank_0"].shape, infos["bank_0"]["fairness_components"]["dp_gap"].shape
         ((4,), (4,))
     """
+
+    _paper = paper("mafe")
 
     def __init__(self, env: MAFEParallelEnv, num_envs: int) -> None:
         if not isinstance(env, MAFEParallelEnv):
