@@ -1,8 +1,10 @@
-"""Real Gemma-3-270M: keystone-30 ablation collapses held-out text, random-30 does not; IoU across groups."""
+"""Real Gemma-3-270M: keystone-30 ablation collapses held-out text, random-30 does not; IoU across groups;
+the keystone adapter saved from one instance loads onto a fresh one."""
 
 from __future__ import annotations
 
 import pytest
+import torch
 
 from hf_ext.testing import requires
 
@@ -18,8 +20,8 @@ def gemma():
 
 def test_keystone30_collapses_and_random_does_not(gemma):
     from hf_ext.peft.keystone import ablate_neurons, find_keystone_neurons, random_neuron_set, text_nll
+    from hf_ext.peft.keystone._bench_ablation import TEXTS
     from hf_ext.peft.keystone._bench_data import PROBE_GROUPS
-    from hf_ext.peft.keystone.bench import TEXTS
 
     model, tok = gemma
     ks = find_keystone_neurons(model, tok, PROBE_GROUPS[0], k=30)
@@ -39,3 +41,32 @@ def test_top30_iou_between_disjoint_groups(gemma):
     model, tok = gemma
     a, b = (find_keystone_neurons(model, tok, g, k=30) for g in PROBE_GROUPS[:2])
     assert keystone_iou(a, b) >= 0.6
+
+
+def test_adapter_from_one_instance_applies_to_a_fresh_one(gemma, tmp_path):
+    from peft import PeftModel, get_peft_model
+
+    from hf_ext import KeystoneConfig
+    from hf_ext.assets import gemma3_270m
+    from hf_ext.peft.keystone import find_keystone_neurons
+    from hf_ext.peft.keystone._bench_data import PROBE_GROUPS
+
+    model, tok = gemma
+    ks = find_keystone_neurons(model, tok, PROBE_GROUPS[0], k=30)
+    pm = get_peft_model(model, KeystoneConfig(keystone_set=ks))
+    try:
+        assert pm.get_nb_trainable_parameters()[0] == sum(
+            len(r) * pm.get_base_model().get_submodule(n).in_features for n, r in ks.indices.items()
+        )
+        with torch.no_grad():
+            for name, p in pm.named_parameters():
+                if "keystone_delta" in name:
+                    p.normal_(std=1e-3)
+        ids = tok("The capital of France is", return_tensors="pt")["input_ids"]
+        out = pm(input_ids=ids).logits
+        pm.save_pretrained(tmp_path)
+    finally:
+        pm.unload()
+        vars(model).pop("peft_config", None)
+    fresh = PeftModel.from_pretrained(gemma3_270m()[0], tmp_path)
+    torch.testing.assert_close(fresh(input_ids=ids).logits, out)

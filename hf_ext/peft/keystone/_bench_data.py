@@ -4,7 +4,9 @@
   is the probe.
 * ``HELDOUT``: 8 evaluation texts, 2 per domain, disjoint from every probe prompt.
 * ``GREEDY``: 3 prompts for greedy continuations.
+* ``GIBBERISH``: 4 word-salad prompts (a discovery control: prompts without any capability).
 * :func:`invented_facts`: 64 invented "capital of" facts with paraphrases (synthetic, seeded, fixed).
+* :func:`format_examples`: a format skill, items rendered as a one-line JSON object (synthetic, seeded).
 """
 
 from __future__ import annotations
@@ -97,6 +99,20 @@ GREEDY = (
     "Two plus three equals",
 )
 
+GIBBERISH: dict[str, str] = {
+    "salad 1": "Purple seventeen quietly the under banana whose ladder sings of with onto umbrella nine.",
+    "salad 2": "Although carpet yesterday forty the candle hums beneath of sideways teapot whom marble.",
+    "salad 3": "Orbit mustard twelve and the whenever pillow frantic into lantern of maybe saxophone dust.",
+    "salad 4": "Velvet because eleven penguin the across fog whistle of elbow quickly sofa tomorrow grain.",
+}
+
+_ITEMS = tuple(
+    "apple bucket candle drum engine feather guitar hammer igloo jacket kettle lemon magnet needle "
+    "orange pencil quilt rocket saddle tomato umbrella violin wagon yarn zipper anchor basket "
+    "carrot donkey eagle falcon garlic helmet island jungle kitten ladder mirror napkin oyster "
+    "parrot rabbit spoon tunnel velvet walnut button cactus".split()
+)
+
 _SYLLABLES = (
     "zor",
     "quel",
@@ -142,3 +158,20 @@ def invented_facts(n: int = 64) -> list[dict[str, str]]:
             }
         )
     return facts
+
+
+def format_examples(n: int = 48, seed: int = 4321) -> list[dict[str, str]]:
+    """``n`` examples of a format skill: ``"Item: lemon, 7\nJSON:"`` -> ``' {"item": "lemon", "count": 7}'``.
+
+    Distinct items (at most 48), counts drawn in ``[2, 99]``; the model must learn the output format, so
+    unseen items test the skill rather than memory.
+    """
+    rng = random.Random(seed)
+    items = rng.sample(_ITEMS, n)
+    out = []
+    for item in items:
+        count = rng.randint(2, 99)
+        out.append(
+            {"prompt": f"Item: {item}, {count}\nJSON:", "answer": f' {{"item": "{item}", "count": {count}}}'}
+        )
+    return out
