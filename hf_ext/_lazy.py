@@ -40,7 +40,7 @@ def public_names(under: str = "hf_ext") -> dict[str, tuple[str, tuple[str, ...]]
                 continue
             if name in table:
                 raise RuntimeError(f"public name {name!r} is registered twice")
-            table[name] = (module, info.extras)
+            table[name] = (module, info.public_extras.get(name, info.extras))
     return table
 
 

@@ -27,6 +27,8 @@ class MethodInfo:
         host: The host extension point, e.g. ``"TRL DPOTrainer subclass"``.
         extras: The ``pip install hf-ext[...]`` extras the method needs.
         public: Public name exported from ``hf_ext`` -> module that defines it.
+        public_extras: Public name -> the extras it needs, where they differ from ``extras`` (a metric of an
+            environment method needs torchmetrics; the environment itself does not).
         bench: ``"module:function"`` of the benchmark, called as ``fn(quick=bool, seed=int)`` and
             returning a :class:`hf_ext.benchmarking.BenchReport`.
         tour: ``"module:function"`` of the tour entry (same signature and return type as ``bench``,
@@ -55,6 +57,7 @@ class MethodInfo:
     tour: str | None = None
     reconstructed: tuple[str, ...] = ()
     note: str = ""
+    public_extras: dict[str, tuple[str, ...]] = field(default_factory=dict)
     assets: dict[str, str] = field(default_factory=dict)
     commands: dict[str, str] = field(default_factory=dict)
     moved: dict[str, str] = field(default_factory=dict)

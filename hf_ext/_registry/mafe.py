@@ -9,7 +9,22 @@ METHOD = MethodInfo(
     venue="ICML 2026",
     arxiv="2502.18534",
     host="PettingZoo ParallelEnv (+ torchmetrics fairness Metrics)",
-    extras=("pettingzoo", "metrics"),
+    extras=("pettingzoo",),
+    public_extras={
+        **dict.fromkeys(
+            ("GroupRate", "DemographicParityDifference", "EqualOpportunityDifference", "MeanLevelGap"),
+            ("metrics",),
+        ),
+        **dict.fromkeys(
+            (
+                "group_rates",
+                "demographic_parity_difference",
+                "equal_opportunity_difference",
+                "mean_level_gap",
+            ),
+            (),
+        ),
+    },
     public={
         "LoanMAFE": "hf_ext.marl.mafe.env_loan",
         "HealthcareMAFE": "hf_ext.marl.mafe.env_healthcare",

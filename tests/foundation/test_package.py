@@ -156,3 +156,13 @@ def test_no_forbidden_top_level_names():
     for folder in (ROOT / "tests").rglob("*"):
         if folder.is_dir():
             assert folder.name not in ("kernels", "metrics", "utils", "models"), folder
+
+
+def test_public_extras_override_the_method_extras():
+    from hf_ext._lazy import public_names
+
+    table = public_names()
+    for info in methods().values():
+        for name, extras in info.public_extras.items():
+            assert name in info.public, f"{info.id}: public_extras names {name!r}, which is not public"
+            assert table[name][1] == extras
