@@ -11,6 +11,7 @@ from torchmetrics import Metric
 from hf_ext._registry import paper
 from hf_ext.metrics.functional.corruption import (
     ALEXNET_CE,
+    ALEXNET_CLEAN_ERROR,
     _mean_corruption_error_compute,
     _mean_corruption_error_update,
 )
@@ -31,14 +32,16 @@ class MeanCorruptionError(Metric):
 
     As output of ``forward`` and ``compute``: a dict with ``error`` ``(C, S)``, ``clean_error``,
     ``corruption_accuracy`` and ``clean_accuracy``; with a reference also ``mCE``, ``CE`` ``(C,)`` (percent,
-    reference = 100) and, for a full ``(C, S)`` reference with its clean error, ``relative_mCE``.
+    reference = 100) and, when the reference's clean error is known, ``relative_mCE``.
 
     Args:
         corruptions: corruption names, in table order.
         severities: severities tracked, *optional*, defaults to ``(1, 2, 3, 4, 5)``.
-        reference: ``"alexnet"`` (ImageNet-C constants; canonical names only, meaningful on real ImageNet-C),
-            a ``(C, S)`` error tensor of a reference model on the same suite, or ``None`` (no mCE).
-        reference_clean_error: clean error of the reference, for the relative mCE.
+        reference: ``"alexnet"`` (ImageNet-C's AlexNet errors; canonical names and all five severities only,
+            meaningful on real ImageNet-C), a ``(C, S)`` error tensor of a reference model on the same suite,
+            or ``None`` (no mCE).
+        reference_clean_error: clean error of the reference, for the relative mCE, *optional*, defaults to
+            AlexNet's (0.4348) with ``reference="alexnet"``.
 
     Examples:
         >>> import torch
@@ -88,7 +91,14 @@ class MeanCorruptionError(Metric):
                     f"`reference='alexnet'` needs canonical ImageNet-C names; not canonical: {unknown}. "
                     f"Valid: {', '.join(ALEXNET_CE)}."
                 )
+            if self.severities != [1, 2, 3, 4, 5]:
+                raise ValueError(
+                    "`reference='alexnet'` needs severities (1, 2, 3, 4, 5): AlexNet's errors are means over "
+                    f"all five, got {self.severities!r}."
+                )
             reference = torch.tensor([ALEXNET_CE[c] for c in self.corruptions], dtype=torch.float64)
+            if reference_clean_error is None:
+                reference_clean_error = ALEXNET_CLEAN_ERROR
         elif reference is not None:
             reference = torch.as_tensor(reference, dtype=torch.float64)
             if reference.shape != (len(self.corruptions), len(self.severities)):

@@ -25,6 +25,34 @@ def test_alexnet_errors_give_100_and_half_gives_50():
     assert float(mean_corruption_error(err / 2, 0.2, ref)["mCE"]) == pytest.approx(50.0)
 
 
+def test_relative_mce_against_alexnet():
+    """AlexNet's own errors give 100; a model whose errors sit halfway to its clean error gives 50."""
+    from hf_ext.metrics.functional.corruption import ALEXNET_CE, ALEXNET_CLEAN_ERROR, mean_corruption_error
+
+    ref = torch.tensor(list(ALEXNET_CE.values()), dtype=torch.float64)
+    out = mean_corruption_error(ref[:, None].expand(-1, 5), ALEXNET_CLEAN_ERROR, ref, ALEXNET_CLEAN_ERROR)
+    assert float(out["relative_mCE"]) == pytest.approx(100.0)
+    ours = 0.2 + (ref - ALEXNET_CLEAN_ERROR) / 2
+    out = mean_corruption_error(ours[:, None].expand(-1, 5), 0.2, ref, ALEXNET_CLEAN_ERROR)
+    expected = np.mean((ours.numpy() - 0.2) / (ref.numpy() - ALEXNET_CLEAN_ERROR))
+    assert float(out["relative_mCE"]) == pytest.approx(100 * expected) == pytest.approx(50.0)
+
+
+def test_metric_with_alexnet_reference_reports_relative_mce():
+    from hf_ext.metrics.corruption import MeanCorruptionError
+
+    metric = MeanCorruptionError(["gaussian_noise"], reference="alexnet")
+    target = torch.zeros(10, dtype=torch.long)
+    metric.update(torch.zeros(10, dtype=torch.long), target)  # clean error 0
+    for s in range(1, 6):
+        metric.update(torch.ones(10, dtype=torch.long), target, "gaussian_noise", s)  # error 1
+    out = metric.compute()
+    assert float(out["mCE"]) == pytest.approx(100 / 0.886428)
+    assert float(out["relative_mCE"]) == pytest.approx(100 / (0.886428 - 0.4348))
+    with pytest.raises(ValueError, match=r"needs severities \(1, 2, 3, 4, 5\)"):
+        MeanCorruptionError(["gaussian_noise"], severities=(1, 3), reference="alexnet")
+
+
 def test_relative_mce_matches_numpy():
     from hf_ext.metrics.functional.corruption import mean_corruption_error
 
@@ -136,6 +164,30 @@ def test_evaluate_corruptions_end_to_end():
         evaluate_corruptions(model, data, ["rain"])
 
 
+def test_evaluate_many_models_in_either_input_space_and_rank_them():
+    from hf_ext.timm import evaluate_corruptions, robustness_table
+    from hf_ext.timm._pixels import mean_std
+    from hf_ext.timm.robust_eval import robustness_summary
+
+    a = tiny_timm_model("test_efficientnet", num_classes=3)
+    b = tiny_timm_model("test_efficientnet", seed=4, num_classes=3)
+    data = [(torch.rand(8, 3, 32, 32), torch.arange(8) % 3) for _ in range(2)]
+    args = (["gaussian_noise", "contrast"], (1, 2))
+    both = evaluate_corruptions({"a": a, "b": b}, data, *args, reference=torch.full((2, 2), 0.5))
+    alone = evaluate_corruptions(a, data, *args, reference=torch.full((2, 2), 0.5))
+    torch.testing.assert_close(both["a"]["error"], alone["error"])
+    mean, std = mean_std(a)
+    normalized = [((x - mean) / std, y) for x, y in data]  # what timm's loaders yield
+    again = evaluate_corruptions(a, normalized, *args, input_space="normalized")
+    torch.testing.assert_close(again["error"], alone["error"])
+    rows = robustness_summary(both)
+    assert [r["rank"] for r in rows] == [1, 2] and rows[0]["robust_accuracy"] >= rows[1]["robust_accuracy"]
+    table = robustness_table(both).splitlines()
+    assert table[0] == "| Rank | Model | Clean accuracy | Robust accuracy | mCE |" and len(table) == 4
+    with pytest.raises(ValueError, match="`input_space` must be one of 'pixel', 'normalized'"):
+        evaluate_corruptions(a, data, *args, input_space="rgb")
+
+
 def test_feature_entropy_profile_rows():
     from hf_ext.timm import feature_entropy_profile
 
@@ -158,7 +210,7 @@ def test_observation_on_real_efficientnet():
     severity 1 it can dip below clean, as the full panel shows too)."""
     from hf_ext.assets import efficientnet_lite0
     from hf_ext.timm import feature_entropy_profile
-    from hf_ext.timm.dem_hec.bench import offline_photos
+    from hf_ext.timm.dem_hec._bench_data import offline_photos
 
     net = efficientnet_lite0()
     images = offline_photos()[:12]

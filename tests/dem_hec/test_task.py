@@ -158,3 +158,52 @@ def test_bad_inputs():
         DemHECTask(model, DemHECConfig(), steps=2, verbose=False)
     with pytest.raises(TypeError, match="needs a timm model with `forward_intermediates`"):
         DemHECTask(torch.nn.Linear(3, 3), verbose=False)
+
+
+def test_timm_loader_evaluator_and_checkpoint_end_to_end(image_folder):
+    """timm's dataset, normalising loader, evaluator and checkpoint: the input space comes from the data
+    config and the eval model takes what the loader yields."""
+    import timm
+    from timm.data import create_dataset, create_loader, resolve_data_config
+
+    from hf_ext.timm.dem_hec import DemHECTask
+
+    model = tiny_timm_model("test_efficientnet", num_classes=3)
+    cfg = resolve_data_config({"img_size": 32}, model=model)
+    kw = dict(
+        input_size=cfg["input_size"], batch_size=4, mean=cfg["mean"], std=cfg["std"], use_prefetcher=False
+    )
+    train = create_loader(create_dataset("", root=str(image_folder), split="train"), is_training=True, **kw)
+    val = create_loader(create_dataset("", root=str(image_folder), split="validation"), **kw)
+    task = DemHECTask(model, steps=1, data_config=cfg, verbose=False)
+    assert task.input_space == "normalized"
+    opt = torch.optim.SGD(task.get_trainable_module().parameters(), lr=0.01)
+    task.train()
+    for x, y in train:
+        assert float(x.min()) < 0  # normalised batches
+        out = task(x, y)
+        opt.zero_grad()
+        out["loss"].backward()
+        opt.step()
+    eval_model, evaluator = task.get_eval_model(), task.create_evaluator()
+    assert eval_model is model
+    eval_model.eval()
+    with torch.no_grad():
+        for x, y in val:
+            evaluator.update(eval_model(x), y)
+    assert 0 <= evaluator.compute()["top1"] <= 100
+    state = task.get_checkpoint_state()
+    reloaded = timm.create_model("test_efficientnet", num_classes=3)
+    reloaded.load_state_dict(state["state_dict"])
+
+
+def test_pixel_task_eval_model_normalises_and_checkpoints_the_student():
+    from hf_ext.timm.dem_hec import DemHECTask
+
+    model = tiny_timm_model("test_resnet", num_classes=3)
+    task = DemHECTask(model, steps=1, verbose=False).eval()
+    assert task.input_space == "pixel"
+    x, _ = _batch()
+    with torch.no_grad():
+        torch.testing.assert_close(task.get_eval_model()(x), model(task.normalize(x)))
+    assert set(task.get_checkpoint_state()["state_dict"]) == set(model.state_dict())

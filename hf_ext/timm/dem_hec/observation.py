@@ -3,16 +3,16 @@ with corruption severity, with the share of images whose top-1 class is unchange
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
 from hf_ext.timm._modes import eval_mode
+from hf_ext.timm._pixels import mean_std
 from hf_ext.timm.corruptions import corrupt, corruption_names
 from hf_ext.timm.dem_hec.core import prediction_entropy, timm_classifier, token_entropy
-from hf_ext.timm.robust_eval import model_normalizer
 
 Tensor = torch.Tensor
 
@@ -24,7 +24,7 @@ def feature_entropy_profile(
     corruptions: str | Sequence[str] = ("gaussian_noise", "defocus_blur"),
     severities: Sequence[int] = (1, 2, 3, 4, 5),
     stages: Sequence[int] = (-2,),
-    normalize: Callable[[Tensor], Tensor] | None = None,
+    data_config: dict[str, Any] | None = None,
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """Prediction entropy, token feature entropy per stage and top-1 agreement, clean vs corrupted.
@@ -35,7 +35,8 @@ def feature_entropy_profile(
         corruptions: ``"imagenet_c"`` or a list of corruption names.
         severities: severities to apply.
         stages: ``forward_intermediates`` indices whose token entropy is measured.
-        normalize: pixel -> model input, *optional*, defaults to the model's timm data config.
+        data_config: timm data config whose ``mean``/``std`` normalise the images, *optional*, defaults to the
+            model's.
         seed: corruption seed.
 
     Returns:
@@ -46,10 +47,10 @@ def feature_entropy_profile(
     """
     names = corruption_names(corruptions)
     net = timm_classifier(model)
-    normalize = normalize or model_normalizer(model)
+    mean, std = mean_std(model, data_config)
 
     def measure(x: Tensor) -> tuple[Tensor, Tensor, dict[int, float]]:
-        final, inter = net.forward_intermediates(normalize(x), indices=list(stages))
+        final, inter = net.forward_intermediates((x - mean.to(x)) / std.to(x), indices=list(stages))
         logits = net.forward_head(final)
         ent = prediction_entropy(logits) * torch.log(torch.tensor(float(logits.shape[-1])))
         return (

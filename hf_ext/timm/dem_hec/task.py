@@ -8,12 +8,12 @@ import logging
 from typing import Any, cast
 
 import torch
-from timm.data import resolve_data_config
 from timm.task import ClassificationTask
 from timm.utils import unwrap_model
 from torch import nn
 
 from hf_ext._registry import paper
+from hf_ext.timm._pixels import PixelInput, mean_std
 from hf_ext.timm.dem_hec.config import DemHECConfig
 from hf_ext.timm.dem_hec.core import (
     distillation_kl,
@@ -41,7 +41,10 @@ class DemHECTask(ClassificationTask):
     It keeps timm's task contract: ``forward(input, target)`` returns a dict with ``loss`` and ``output``
     (clean logits) plus ``ce_clean``, ``ce_he``, ``con_loss``, ``kd_loss`` and ``he_entropy``;
     ``get_trainable_module()`` is the student only; ``prepare_distributed`` wraps only the student; the
-    teacher snapshot travels in ``get_checkpoint_state()["task_state"]``.
+    teacher snapshot travels in ``get_checkpoint_state()["task_state"]``. With timm's loaders, which normalise
+    with a data config, pass that ``data_config``: the task then takes normalised inputs and
+    ``get_eval_model()`` is the student, as timm's evaluator expects; with pixel inputs ``get_eval_model()``
+    normalises first.
 
     Args:
         model: a timm classifier (needs ``forward_intermediates`` and ``forward_head``).
@@ -52,6 +55,8 @@ class DemHECTask(ClassificationTask):
         device: device of task buffers, as in ``ClassificationTask``.
         dtype: dtype of task buffers, as in ``ClassificationTask``.
         verbose: log the configuration.
+        data_config: timm data config of the loader (``timm.data.resolve_data_config(...)``), whose
+            ``mean``/``std`` map pixels to model inputs, *optional*, defaults to the model's own.
 
     Examples:
         >>> import torch
@@ -77,6 +82,7 @@ class DemHECTask(ClassificationTask):
         device: torch.device | None = None,
         dtype: torch.dtype | None = None,
         verbose: bool = True,
+        data_config: dict[str, Any] | None = None,
         **config_kwargs: Any,
     ) -> None:
         if config is not None and config_kwargs:
@@ -95,15 +101,25 @@ class DemHECTask(ClassificationTask):
                     "`teacher` shares parameters with the student; pass a frozen copy (copy.deepcopy)."
                 )
         self.teacher = teacher.eval().requires_grad_(False)
-        cfg = resolve_data_config({}, model=unwrap_model(model))
-        self.register_buffer("mean", torch.tensor(cfg["mean"]).view(1, -1, 1, 1), persistent=False)
-        self.register_buffer("std", torch.tensor(cfg["std"]).view(1, -1, 1, 1), persistent=False)
+        mean, std = mean_std(unwrap_model(model), data_config)
+        self.register_buffer("mean", mean, persistent=False)
+        self.register_buffer("std", std, persistent=False)
+        default_space = "pixel" if data_config is None else "normalized"
+        self.input_space: str = self.config.input_space or default_space
         if self.verbose:
             logger.info("DemHECTask: %s", self.config)
 
     def normalize(self, x01: torch.Tensor) -> torch.Tensor:
-        """Pixel images in [0, 1] to model inputs (the model's mean/std)."""
+        """Pixel images in [0, 1] to model inputs (the data config's mean/std)."""
         return (x01 - self.mean) / self.std
+
+    def get_eval_model(self, module: nn.Module | None = None, ema: bool = False) -> nn.Module | None:
+        """The model timm's evaluator runs on the loader's batches: the student itself for normalised inputs,
+        the student behind the task's normalisation for pixel inputs."""
+        model = super().get_eval_model(module, ema)
+        if model is None or self.input_space == "normalized":
+            return model
+        return PixelInput(model, self.mean, self.std)
 
     def train(self, mode: bool = True) -> DemHECTask:
         """Set training mode while keeping the teacher in eval mode."""
@@ -125,13 +141,14 @@ class DemHECTask(ClassificationTask):
             self.teacher.load_state_dict(state["teacher"], strict=strict)
 
     def _pixels(self, input: torch.Tensor) -> torch.Tensor:
-        if self.config.input_space == "normalized":
+        if self.input_space == "normalized":
             return (input * self.std + self.mean).clamp(0, 1)
         lo, hi = float(input.min()), float(input.max())
         if lo < -1e-3 or hi > 1 + 1e-3:
             raise ValueError(
                 f"`input_space='pixel'` expects images in [0, 1], found values in [{lo:.3g}, {hi:.3g}]. "
-                "Pass unnormalised pixels or set input_space='normalized'."
+                "Pass unnormalised pixels, or set input_space='normalized' (timm's loaders normalise; pass "
+                "their data_config)."
             )
         return input.clamp(0, 1)
 
