@@ -15,7 +15,8 @@ METHOD = MethodInfo(
     extras=("diffusers",),
     public={
         "EchoAttentionConfig": "hf_ext.diffusers.echo_attention.config",
-        "EchoAttentionHandle": "hf_ext.diffusers.echo_attention.api",
+        "EchoAttentionHandle": "hf_ext.diffusers.echo_attention.handle",
+        "EchoPipelineHandle": "hf_ext.diffusers.echo_attention.handle",
         "EchoWanAttnProcessor": "hf_ext.diffusers.echo_attention.processor_wan",
         "EchoCogVideoXAttnProcessor": "hf_ext.diffusers.echo_attention.processor_cogvideox",
         "apply_echo_attention": "hf_ext.diffusers.echo_attention.api",

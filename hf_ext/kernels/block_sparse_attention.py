@@ -2,27 +2,53 @@
 
 Semantics are [reconstructed] (EchoAttention, reconstructed; not verified against the paper): each query
 tile of ``block`` rows attends to the key tiles listed in its LUT row; the softmax normalises over the kept
-tiles only. Besides the merged output and its log-sum-exp, the op can return *per-tile partials*
-``(O_t, lse_t)`` (the softmax restricted to one key tile) for a list of (query tile, key tile) pairs: these
-are the Echo representatives that :func:`hf_ext.kernels.echo_merge.echo_merge` reuses.
+tiles only. Two optional extras serve EchoAttention's Echo operator in the same pass:
 
-Backends: a gather-based PyTorch reference (exact, fp32) and a FlashAttention-2-style Triton kernel
-(grid ``(n_q, B*H)``, online softmax in fp32, ``tl.dot`` for QK^T and PV), chosen by
-:func:`hf_ext.kernels._dispatch.resolve_backend`. Triton is imported only on first use.
+- *coarse keys* (:class:`CoarseKeys`): pooled keys of further key tiles join the same softmax with a logit
+  bias (``log`` of the tokens a pooled key stands for, plus a per-entry correction), so skipped tiles are
+  synthesised from their pooled keys and values inside the one online softmax;
+- *per-tile partials* ``(O_t, lse_t)`` (the softmax restricted to one key tile) for a list of (query tile,
+  key tile) pairs: the representatives that :func:`hf_ext.kernels.echo_merge.echo_merge` echoes.
+
+Backends: a gather-based PyTorch path (exact, fp32: one fixed-width batched attention over the gathered
+tiles, torch's fused flash-attention CPU op on CPU, an explicit softmax when gradients are needed or off the
+CPU) and a FlashAttention-2-style Triton kernel (grid ``(n_q, B*H)``, online softmax in fp32, ``tl.dot`` for
+QK^T and PV), chosen by :func:`hf_ext.kernels._dispatch.resolve_backend`. Triton is imported only on first
+use. Neither path reads a tensor back to the host unless ``validate=True`` (the default for callers that
+build their own LUT).
 """
 
 from __future__ import annotations
 
 import math
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from hf_ext.kernels._dispatch import check_triton_sizes, resolve_backend
-from hf_ext.kernels._lse import add_weighted_rows, merge_weights
 
 Partials = tuple[torch.Tensor, torch.Tensor]
+
+
+class CoarseKeys(NamedTuple):
+    """Pooled keys of further key tiles that join each query tile's softmax.
+
+    Attributes:
+        keys: ``[B, H, n_k * m, D]``: ``m`` pooled keys per key tile (tile ``t`` owns rows ``t*m`` to
+            ``t*m+m-1``).
+        values: ``[B, H, n_k * m, D]``: their pooled values.
+        log_count: ``[n_k * m]`` float: log of the number of tokens each pooled key stands for (``-inf``:
+            none).
+        lut: ``[B, H, n_q, n_c]`` integer key-tile ids per query tile (``-1``: unused entry).
+        bias: ``[B, H, n_q, n_c]`` float added to the logits of that entry's ``m`` pooled keys.
+    """
+
+    keys: torch.Tensor
+    values: torch.Tensor
+    log_count: torch.Tensor
+    lut: torch.Tensor
+    bias: torch.Tensor
 
 
 def block_sparse_attention(
@@ -35,13 +61,15 @@ def block_sparse_attention(
     scale: float,
     kv_valid: torch.Tensor | None = None,
     tile_partials: torch.Tensor | None = None,
+    coarse: CoarseKeys | None = None,
     backend: str = "auto",
+    validate: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor] | tuple[torch.Tensor, torch.Tensor, Partials]:
-    """Block-sparse attention with an online softmax over the kept key tiles.
+    """Block-sparse attention with an online softmax over the kept key tiles (and optional pooled keys).
 
     Args:
-        q: Queries ``[B, H, S, D]``; strided views are fine (diffusers' ``[B, S, H, D]`` via ``transpose(1,
-            2)``).
+        q: Queries ``[B, H, S, D]``; strided views are fine (diffusers' ``[B, S, H, D]`` via
+            ``transpose(1, 2)``).
         k: Keys ``[B, H, S, D]``.
         v: Values ``[B, H, S, D]``.
         lut: ``[B, H, n_q, max_k]`` integer key-tile ids per query tile (``n_q = ceil(S / block)``), padded
@@ -52,7 +80,11 @@ def block_sparse_attention(
         kv_valid: *optional* ``[S]`` bool mask; ``False`` keys (per-frame padding) are excluded.
         tile_partials: *optional* ``[B, H, n_p, 2]`` integer (query tile, key tile) pairs, padded with ``-1``;
             every pair must appear in its query tile's LUT row. Their per-tile partials are also returned.
+        coarse: *optional* :class:`CoarseKeys`: pooled keys that join each query tile's softmax; a row's
+            logit for pooled key ``j`` of entry ``e`` is ``scale * q . keys[j] + log_count[j] + bias[e]``.
         backend: ``"auto"``, ``"torch"`` or ``"triton"``.
+        validate: Check shapes and index ranges (reads tensors back to the host). ``False`` skips the checks
+            for a caller whose LUT is valid by construction (EchoAttention's planner).
 
     Returns:
         ``(out, lse)``: ``out`` ``[B, H, S, D]`` in ``q``'s dtype and ``lse`` ``[B, H, S]`` float32 (``-inf``
@@ -72,18 +104,23 @@ def block_sparse_attention(
         >>> torch.allclose(out, ref, atol=1e-5)
         True
     """
-    _check(q, k, v, lut, lut_count, block, kv_valid, tile_partials)
+    if validate:
+        _check(q, k, v, lut, lut_count, block, kv_valid, tile_partials)
+        if coarse is not None:
+            _check_coarse(coarse, q, lut, block)
     path = resolve_backend(backend, q, k, v, lut)
-    pslot = None if tile_partials is None else _partial_slots(lut, lut_count, tile_partials)
     if path == "triton":
         check_triton_sizes(16, block=block, D=q.shape[-1])
+        pslot = None if tile_partials is None else _partial_slots(lut, lut_count, tile_partials, validate)
         n_p = 0 if tile_partials is None else tile_partials.shape[2]
         out, lse, parts = _triton_block_sparse_attention(
-            q, k, v, lut, lut_count, block, scale, kv_valid, pslot, n_p
+            q, k, v, lut, lut_count, block, scale, kv_valid, pslot, n_p, coarse
         )
     else:
+        if validate and tile_partials is not None:
+            _partial_slots(lut, lut_count, tile_partials, validate)
         out, lse, parts = _reference_block_sparse_attention(
-            q, k, v, lut, lut_count, block, scale, kv_valid, tile_partials, pslot
+            q, k, v, lut, lut_count, block, scale, kv_valid, tile_partials, coarse
         )
     if tile_partials is None:
         return out, lse
@@ -144,12 +181,36 @@ def _check(
         raise ValueError(f"`tile_partials` must be [{b}, {h}, n_p, 2], got {tuple(tile_partials.shape)}.")
 
 
-def _partial_slots(lut: torch.Tensor, lut_count: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+def _check_coarse(coarse: CoarseKeys, q: torch.Tensor, lut: torch.Tensor, block: int) -> None:
+    b, h, s, d = q.shape
+    n = math.ceil(s / block)
+    keys, values, log_count, c_lut, bias = coarse
+    n_c = keys.shape[2] if keys.dim() == 4 else 0
+    if keys.dim() != 4 or tuple(keys.shape[:2]) != (b, h) or keys.shape[3] != d or n_c % n:
+        raise ValueError(f"`coarse.keys` must be [{b}, {h}, {n} * m, {d}], got {tuple(keys.shape)}.")
+    if values.shape != keys.shape or tuple(log_count.shape) != (n_c,):
+        raise ValueError(
+            f"`coarse.values` must match `coarse.keys` {tuple(keys.shape)} and `coarse.log_count` be "
+            f"({n_c},), got {tuple(values.shape)} and {tuple(log_count.shape)}."
+        )
+    if c_lut.is_floating_point() or c_lut.dim() != 4 or tuple(c_lut.shape[:3]) != (b, h, n):
+        raise ValueError(f"`coarse.lut` must be integer [{b}, {h}, {n}, n_c], got {tuple(c_lut.shape)}.")
+    if bias.shape != c_lut.shape:
+        raise ValueError(f"`coarse.bias` must be {tuple(c_lut.shape)}, got {tuple(bias.shape)}.")
+    if c_lut.numel() and (int(c_lut.min()) < -1 or int(c_lut.max()) >= n):
+        raise ValueError(
+            f"`coarse.lut` ids must lie in [0, {n}) (or -1), got [{int(c_lut.min())}, {int(c_lut.max())}]."
+        )
+
+
+def _partial_slots(
+    lut: torch.Tensor, lut_count: torch.Tensor, pairs: torch.Tensor, validate: bool
+) -> torch.Tensor:
     """``[B, H, n_q, max_k]`` int32 map from LUT slot to partial id (``-1`` = none); validates the pairs."""
     b, h, n_q, max_k = lut.shape
     pairs = pairs.long()
     ok = pairs[..., 0] >= 0
-    if ok.any() and (int(pairs[..., 0][ok].max()) >= n_q):
+    if validate and ok.any() and (int(pairs[..., 0][ok].max()) >= n_q):
         raise ValueError(
             f"`tile_partials` query tiles must lie in [0, {n_q}), got {int(pairs[..., 0][ok].max())}."
         )
@@ -157,7 +218,7 @@ def _partial_slots(lut: torch.Tensor, lut_count: torch.Tensor, pairs: torch.Tens
     rows = torch.gather(lut.long(), 2, qi[..., None].expand(-1, -1, -1, max_k))  # [B, H, n_p, max_k]
     live = torch.arange(max_k, device=lut.device) < torch.gather(lut_count.long(), 2, qi)[..., None]
     hit = (rows == pairs[..., 1:2]) & live
-    if bool((ok & ~hit.any(-1)).any()):
+    if validate and bool((ok & ~hit.any(-1)).any()):
         raise ValueError(
             "`tile_partials` lists a (query tile, key tile) pair that is not in that query tile's `lut` row."
         )
@@ -170,10 +231,11 @@ def _partial_slots(lut: torch.Tensor, lut_count: torch.Tensor, pairs: torch.Tens
 
 
 def _tiles(x: torch.Tensor, block: int) -> torch.Tensor:
-    """``[B, H, S, D]`` -> ``[B, H, n, block, D]`` float32, zero-padded to a whole number of tiles."""
+    """``[B, H, S, D]`` -> ``[B*H*n, block, D]`` float32, zero-padded to a whole number of tiles."""
     b, h, s, d = x.shape
     n = math.ceil(s / block)
-    return torch.nn.functional.pad(x.to(torch.float32), (0, 0, 0, n * block - s)).view(b, h, n, block, d)
+    x = torch.nn.functional.pad(x.to(torch.float32), (0, 0, 0, n * block - s))
+    return x.reshape(b * h * n, block, d)
 
 
 def _valid_tiles(kv_valid: torch.Tensor | None, s: int, block: int, device: torch.device) -> torch.Tensor:
@@ -181,19 +243,6 @@ def _valid_tiles(kv_valid: torch.Tensor | None, s: int, block: int, device: torc
     n = math.ceil(s / block)
     valid = torch.ones(s, dtype=torch.bool, device=device) if kv_valid is None else kv_valid.to(torch.bool)
     return torch.nn.functional.pad(valid, (0, n * block - s)).view(n, block)
-
-
-def _softmax_lse(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Row softmax over the last dim with ``-inf`` masking, in place: (unnormalised p, normaliser l, lse).
-
-    The row max is detached: a constant shift, so gradients are unchanged and ``logits`` may be reused.
-    """
-    m = logits.detach().amax(-1, keepdim=True)
-    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
-    p = logits.sub_(m).exp_()
-    l_sum = p.sum(-1, keepdim=True)
-    lse = (m + l_sum.log()).squeeze(-1)
-    return p, l_sum.clamp_min(torch.finfo(torch.float32).tiny), lse
 
 
 def _reference_block_sparse_attention(
@@ -206,85 +255,96 @@ def _reference_block_sparse_attention(
     scale: float,
     kv_valid: torch.Tensor | None,
     pairs: torch.Tensor | None = None,
-    pslot: torch.Tensor | None = None,
+    coarse: CoarseKeys | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, Partials | None]:
-    """Exact fp32 reference, organised for CPU speed.
+    """Exact fp32 reference with static shapes (no host reads, so ``torch.compile`` traces it whole).
 
-    Query tiles are grouped by the number of key tiles they keep, so each group is one batched attention over
-    gathered K/V tiles with no padding slots. Tiles listed in ``pairs`` (the echo representatives) are left
-    out
-    of that pass: their per-tile partials are computed once and merged into the output by the LSE rule, so no
-    tile is attended twice. The batched attention is :func:`_attend` (torch's flash-attention CPU op) and, for
-    the one-tile partials, :func:`_attend_math`.
+    Every query tile attends to a fixed-width row of ``max_k`` gathered key tiles in one batched attention,
+    unused slots and padding keys masked by a ``-inf`` logit bias; the coarse keys are a second batched
+    attention over the gathered pooled keys, merged exactly by the LSE rule; the partial pairs are one-tile
+    rows of a third.
     """
     b, h, s, d = q.shape
     n, max_k = lut.shape[2], lut.shape[3]
-    qt, kt, vt = (_tiles(x, block).flatten(0, 2) for x in (q, k, v))  # [B*H*n, block, D]
-    live = torch.arange(max_k, device=q.device) < lut_count[..., None]
-    if pslot is not None:
-        live = live & (pslot < 0)
-    base = torch.arange(b * h, device=q.device).view(b, h, 1, 1) * n
-    ids = torch.where(live, lut.long() + base, -1).flatten(0, 2).sort(-1, descending=True).values
-    count = live.flatten(0, 2).sum(-1)
-    valid = _valid_tiles(kv_valid, s, block, q.device)  # [n, block]
-    masked = kv_valid is not None or s % block != 0
-    out = torch.zeros(b * h * n, block, d, device=q.device)
-    lse = torch.full((b * h * n, block), -math.inf, device=q.device)
-    scratch = not (torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)))
-    for c in count.unique().tolist():
-        if c == 0:
-            continue
-        rows = (count == c).nonzero().squeeze(1)
-        sel = ids[rows, :c]
-        keep = valid[sel % n].flatten(1) if masked else None  # [rows, c*block]
-        o, l_sum = _attend(
-            qt.index_select(0, rows),
-            _gather(kt, sel, "k", scratch),
-            _gather(vt, sel, "v", scratch),
-            keep,
-            scale,
-        )
-        out.index_copy_(0, rows, o)
-        lse.index_copy_(0, rows, l_sum)
+    dev = q.device
+    qt, kt, vt = (_tiles(x, block) for x in (q, k, v))  # [B*H*n, block, D]
+    valid = _valid_tiles(kv_valid, s, block, dev)  # [n, block]
+    base = torch.arange(b * h, device=dev).view(b, h, 1, 1) * n
+    live = torch.arange(max_k, device=dev) < lut_count[..., None]
+    tile = torch.where(live, lut.long(), 0)
+    keep = (live[..., None] & valid[tile]).flatten(0, 2).flatten(1)  # [R, max_k * block]
+    ids = (tile + base).flatten(0, 2)
+    out, lse = _attend(qt, _gather(kt, ids, "k"), _gather(vt, ids, "v"), _bias(keep), scale)
+    if coarse is not None:
+        c_out, c_lse = _attend_coarse(qt, coarse, base, scale)
+        merged = torch.logaddexp(lse, c_lse)
+        inf = torch.isinf(merged)
+        w_e = torch.where(inf, 0.0, (lse - merged).exp())[..., None]
+        w_c = torch.where(inf, 0.0, (c_lse - merged).exp())[..., None]
+        out, lse = out * w_e + c_out * w_c, merged
     parts = None
     if pairs is not None:
-        ok = pairs[..., 0].flatten() >= 0
-        live, pad = ok.nonzero().squeeze(1), (~ok).nonzero().squeeze(1)
+        ok = (pairs[..., 0] >= 0).flatten()
         rows = (base[..., 0] + pairs[..., 0].long().clamp_min(0)).flatten()
-        cols = (base[..., 0] + pairs[..., 1].long().clamp_min(0)).flatten()
-        p_out = torch.empty(rows.shape[0], block, d, device=q.device).index_fill_(0, pad, 0.0)
-        p_lse = torch.empty(rows.shape[0], block, device=q.device).index_fill_(0, pad, -math.inf)
-        p_out, p_lse = _attend_math(  # the padded slots are not attended: they merge as nothing
-            _gather(qt, rows[live, None], "pq", scratch),
-            _gather(kt, cols[live, None], "k", scratch),
-            _gather(vt, cols[live, None], "v", scratch),
-            valid[cols[live] % n] if masked else None,
+        cols = pairs[..., 1].long().clamp_min(0)
+        p_out, p_lse = _attend(
+            qt.index_select(0, rows),
+            kt.index_select(0, (base[..., 0] + cols).flatten()),
+            vt.index_select(0, (base[..., 0] + cols).flatten()),
+            _bias(valid[cols].flatten(0, 2)),
             scale,
-            out=(p_out, p_lse),
-            rows=live,
         )
-        out, lse = _merge_partials(out, lse, p_out, p_lse, rows)
+        p_out = torch.where(ok[:, None, None], p_out, 0.0)
+        p_lse = torch.where(ok[:, None], p_lse, -math.inf)
         parts = (p_out.view(*pairs.shape[:3], block, d), p_lse.view(*pairs.shape[:3], block))
     out = out.view(b, h, n * block, d)[:, :, :s].to(q.dtype)
     return out, lse.view(b, h, n * block)[:, :, :s], parts
 
 
+def _attend_coarse(
+    qt: torch.Tensor, coarse: CoarseKeys, base: torch.Tensor, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The coarse-key part of every query tile: ``(out [R, block, D], lse [R, block])``."""
+    keys, values, log_count, c_lut, bias = coarse
+    b, h, n_km, d = keys.shape
+    n = base.shape[2] if base.dim() == 4 and base.shape[2] > 1 else c_lut.shape[2]
+    m = n_km // c_lut.shape[2]
+    live = c_lut >= 0
+    tile = torch.where(live, c_lut.long(), 0)  # [B, H, n, n_c]
+    sub = (tile[..., None] * m + torch.arange(m, device=keys.device)).flatten(-2)  # [B, H, n, n_c * m]
+    logit_bias = torch.where(
+        live[..., None], log_count[sub.view(*tile.shape, m)] + bias[..., None], -math.inf
+    )
+    ids = (tile + base).flatten(0, 2)
+    kc = keys.to(torch.float32).reshape(b * h * n, m, d)
+    vc = values.to(torch.float32).reshape(b * h * n, m, d)
+    del n_km
+    return _attend(
+        qt, _gather(kc, ids, "kc"), _gather(vc, ids, "vc"), logit_bias.flatten(0, 2).flatten(1), scale
+    )
+
+
+def _bias(keep: torch.Tensor) -> torch.Tensor:
+    """``[R, L]`` bool -> additive logit bias (0 kept, ``-inf`` masked)."""
+    return torch.zeros(keep.shape, device=keep.device).masked_fill_(~keep, -math.inf)
+
+
 _SCRATCH: dict[tuple[str, torch.device], torch.Tensor] = {}
 _SCRATCH_MAX = 1 << 26  # elements (256 MB of fp32) per buffer
-_CHUNK = 1 << 19  # logits per chunk of :func:`_attend_math` (cache-sized)
 
 
-def _gather(x: torch.Tensor, sel: torch.Tensor, name: str, scratch: bool) -> torch.Tensor:
+def _gather(x: torch.Tensor, sel: torch.Tensor, name: str) -> torch.Tensor:
     """Tiles ``sel`` ``[R, c]`` of ``x`` ``[N, block, D]`` -> ``[R, c*block, D]``.
 
-    With ``scratch`` (no autograd through the result) the copy lands in a reused per-process buffer: fresh
-    large CPU allocations are page-faulted on every call and cost several times the copy itself.
+    Without autograd and outside ``torch.compile`` the copy lands in a reused per-process buffer: fresh large
+    CPU allocations are page-faulted on every call and cost several times the copy itself.
     """
     r, c = sel.shape
     shape = (r * c, x.shape[1] * x.shape[2])
     numel = shape[0] * shape[1]
-    src = x.view(x.shape[0], -1)
-    if not scratch or numel > _SCRATCH_MAX:
+    src = x.reshape(x.shape[0], -1)
+    reuse = not (torch.is_grad_enabled() and x.requires_grad) and not torch.compiler.is_compiling()
+    if not reuse or numel > _SCRATCH_MAX or x.device.type != "cpu":
         return src.index_select(0, sel.flatten()).view(r, c * x.shape[1], x.shape[2])
     key = (name, x.device)
     buf = _SCRATCH.get(key)
@@ -296,73 +356,27 @@ def _gather(x: torch.Tensor, sel: torch.Tensor, name: str, scratch: bool) -> tor
 
 
 def _attend(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, scale: float
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, scale: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Batched attention ``[R, b, D]`` x ``[R, m, D]`` (fp32) with key mask ``keep`` ``[R, m]`` -> (out, lse).
+    """Batched attention ``[R, b, D]`` x ``[R, m, D]`` (fp32) with logit bias ``[R, m]`` -> (out, lse).
 
-    On CPU, torch's flash-attention CPU op (it also returns the LSE); elsewhere, when a row sees no valid key,
-    or when gradients are needed, :func:`_attend_math`.
+    On CPU without gradients, torch's fused flash-attention CPU op (it also returns the LSE); otherwise an
+    explicit softmax (differentiable). A row whose keys are all masked gets output 0 and LSE ``-inf``.
     """
-    grads = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
-    if q.device.type == "cpu" and not grads and (keep is None or bool(keep.any(-1).all())):
-        mask = None
-        if keep is not None and not bool(keep.all()):
-            mask = torch.zeros(keep.shape, device=q.device).masked_fill_(~keep, -math.inf)[:, None, None, :]
+    seen = torch.isfinite(bias).any(-1)[:, None]  # [R, 1]
+    grads = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v, bias))
+    if q.device.type == "cpu" and not grads:
         o, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            q[:, None], k[:, None], v[:, None], 0.0, False, attn_mask=mask, scale=scale
-        )
-        return o[:, 0], lse[:, 0]
-    return _attend_math(q, k, v, keep, scale)
-
-
-def _attend_math(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    keep: torch.Tensor | None,
-    scale: float,
-    out: tuple[torch.Tensor, torch.Tensor] | None = None,
-    rows: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`_attend` as explicit logits, softmax and product, in row chunks of ``_CHUNK`` logits.
-
-    Faster than the flash op on CPU for one-tile rows (the per-tile partials); differentiable. With ``out``
-    (``[N, b, D]``, ``[N, b]``) and ``rows`` ``[R]``, input row ``i`` is written to row ``rows[i]`` of
-    ``out``.
-    """
-    r, b, m = q.shape[0], q.shape[1], k.shape[1]
-    step = max(1, _CHUNK // (b * m))
-    o_all, l_all = out if out is not None else (q.new_empty(q.shape), q.new_empty(q.shape[:2]))
-    dest = torch.arange(r, device=q.device) if rows is None else rows
-    grads = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
-    # reused chunk buffers (no autograd through them): fresh large buffers page-fault on every call
-    bufs = None if grads else (q.new_empty(min(step, r), b, m), q.new_empty(min(step, r), b, q.shape[2]))
-    for lo in range(0, r, step):
-        sl, n = slice(lo, lo + step), min(step, r - lo)
-        if bufs is None:
-            logits = torch.bmm(q[sl], k[sl].transpose(1, 2)) * scale
-        else:
-            logits = torch.bmm(q[sl], k[sl].transpose(1, 2), out=bufs[0][:n]).mul_(scale)
-        if keep is not None:
-            logits = logits.masked_fill_(~keep[sl, None, :], -math.inf)
-        p, l_sum, lse = _softmax_lse(logits)
-        if bufs is None:
-            o = torch.bmm(p, v[sl]) / l_sum
-        else:
-            o = torch.bmm(p, v[sl], out=bufs[1][:n]).div_(l_sum)
-        o_all = o_all.index_copy_(0, dest[sl], o)
-        l_all = l_all.index_copy_(0, dest[sl], lse)
-    return o_all, l_all
-
-
-def _merge_partials(
-    out: torch.Tensor, lse: torch.Tensor, p_out: torch.Tensor, p_lse: torch.Tensor, rows: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """LSE-merge partials ``p_out`` ``[M, b, D]`` / ``p_lse`` ``[M, b]`` into rows ``rows`` of ``out``,
-    ``lse``."""
-    m, w, w_p, den = merge_weights(lse, rows, p_lse)
-    num = add_weighted_rows(out * w[..., None], rows, p_out, w_p)
-    return num / den.clamp_min(torch.finfo(torch.float32).tiny)[..., None], m + den.log()
+            q[:, None], k[:, None], v[:, None], 0.0, False, attn_mask=bias[:, None, None, :], scale=scale
+        )[:2]
+        return o[:, 0], torch.where(seen, lse[:, 0], -math.inf)
+    logits = torch.baddbmm(bias[:, None, :], q, k.transpose(1, 2), alpha=scale)
+    m = logits.detach().amax(-1, keepdim=True)
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    p = (logits - m).exp()
+    l_sum = p.sum(-1, keepdim=True)
+    out = torch.bmm(p, v) / l_sum.clamp_min(torch.finfo(torch.float32).tiny)
+    return out, torch.where(seen, (m + l_sum.log()).squeeze(-1), -math.inf)
 
 
 @cache
@@ -384,6 +398,11 @@ def _kernel() -> Any:
         L,
         PO,
         PL,
+        KC,
+        VC,
+        LOGC,
+        CLUT,
+        CBIAS,
         sqb,
         sqh,
         sqs,
@@ -401,11 +420,14 @@ def _kernel() -> Any:
         H,
         S,
         n_p,
+        n_c,
         scale,
         BLOCK: tl.constexpr,
         D: tl.constexpr,
         HAS_VALID: tl.constexpr,
         HAS_PART: tl.constexpr,
+        M: tl.constexpr,
+        CBLOCK: tl.constexpr,
     ):
         qt = tl.program_id(0)
         bh = tl.program_id(1)
@@ -461,6 +483,28 @@ def _kernel() -> Any:
                     prow = tl.arange(0, BLOCK)
                     tl.store(PO + (base * BLOCK + prow[:, None]) * D + dd[None, :], o_t * inv[:, None])
                     tl.store(PL + base * BLOCK + prow, lse_t)
+        if M > 0:  # coarse keys: CBLOCK // M entries of M pooled keys per step, same online softmax
+            crow = tl.arange(0, CBLOCK)
+            for c0 in range(0, n_c, CBLOCK // M):
+                ent = c0 + crow // M
+                emask = ent < n_c
+                ctile = tl.load(CLUT + (bh * n_q + qt) * n_c + ent, mask=emask, other=-1)
+                clive = ctile >= 0
+                kidx = tl.where(clive, ctile * M + crow % M, 0)
+                coff = (bh * n_q * M + kidx)[:, None] * D + dd[None, :]
+                kc = tl.load(KC + coff, mask=clive[:, None], other=0.0)
+                vc = tl.load(VC + coff, mask=clive[:, None], other=0.0)
+                cb = tl.load(CBIAS + (bh * n_q + qt) * n_c + ent, mask=emask, other=0.0)
+                cb = cb + tl.load(LOGC + kidx, mask=clive, other=float("-inf"))
+                s = tl.dot(q, tl.trans(kc)).to(tl.float32) * scale + cb[None, :]
+                s = tl.where(clive[None, :], s, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(s, 1))
+                m_new_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+                alpha = tl.exp(m_i - m_new_safe)
+                p = tl.exp(s - m_new_safe[:, None])
+                l_i = l_i * alpha + tl.sum(p, 1)
+                acc = acc * alpha[:, None] + tl.dot(p.to(vc.dtype), vc).to(tl.float32)
+                m_i = m_new
         inv_l = tl.where(l_i > 0, 1.0 / l_i, 0.0)
         m_safe = tl.where(m_i == float("-inf"), 0.0, m_i)
         lse = tl.where(l_i > 0, m_safe + tl.log(l_i), float("-inf"))
@@ -481,6 +525,7 @@ def _triton_block_sparse_attention(
     kv_valid: torch.Tensor | None,
     pslot: torch.Tensor | None,
     n_p: int,
+    coarse: CoarseKeys | None,
 ) -> tuple[torch.Tensor, torch.Tensor, Partials | None]:
     """Launch the Triton kernel; outputs are contiguous fp32, cast to ``q``'s dtype at the end."""
     b, h, s, d = q.shape
@@ -492,6 +537,14 @@ def _triton_block_sparse_attention(
     pl = torch.full((b, h, max(n_p, 1), block), -math.inf, dtype=torch.float32, device=dev)
     valid = (kv_valid if kv_valid is not None else torch.ones(1, device=dev)).to(torch.int8).contiguous()
     slots = (pslot if pslot is not None else torch.full((1,), -1, device=dev)).to(torch.int32).contiguous()
+    m, n_c = 0, 1
+    kc = vc = logc = cbias = torch.zeros(1, dtype=torch.float32, device=dev)
+    clut = torch.full((1,), -1, dtype=torch.int32, device=dev)
+    if coarse is not None:
+        m, n_c = coarse.keys.shape[2] // n_q, coarse.lut.shape[-1]
+        kc, vc = (x.to(q.dtype).contiguous() for x in (coarse.keys, coarse.values))
+        logc, cbias = coarse.log_count.float().contiguous(), coarse.bias.float().contiguous()
+        clut = coarse.lut.to(torch.int32).contiguous()
     _kernel()[(n_q, b * h)](
         q,
         k,
@@ -504,6 +557,11 @@ def _triton_block_sparse_attention(
         lse,
         po,
         pl,
+        kc,
+        vc,
+        logc,
+        clut,
+        cbias,
         *q.stride(),
         *k.stride(),
         *v.stride(),
@@ -512,11 +570,14 @@ def _triton_block_sparse_attention(
         h,
         s,
         max(n_p, 1),
+        n_c,
         float(scale),
         BLOCK=block,
         D=d,
         HAS_VALID=kv_valid is not None,
         HAS_PART=pslot is not None,
+        M=m,
+        CBLOCK=max(16, m),
     )
     parts = None if pslot is None else (po[:, :, :n_p], pl[:, :, :n_p])
     return out.to(q.dtype), lse, parts

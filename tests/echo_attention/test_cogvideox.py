@@ -61,23 +61,21 @@ def test_text_partial_merges_exactly_with_all_tiles_and_with_identity_echo():
     # every video tile kept, padded tiles (P = 40, b = 16): exact dense over [text, video] keys
     q, k, v, tk, tv, dense = _text_case(1, frames=2, tokens=40)
     lay = Layout(2, 40, 16)
-    h = torch.ones(2)
-    out, _ = sparse_echo_attention(
-        q, k, v, lay, h, 0 * h, identity_theta(2, lay, 16), 4, "torch", extra=dense_partial(q, tk, tv)
-    )
+    theta = identity_theta(2, lay, 16)
+    kw = {"model": "band", "backend": "torch", "extra": dense_partial(q, tk, tv)}
+    out, _ = sparse_echo_attention(q, k, v, lay, [1.0] * 2, [0.0] * 2, theta, **kw)
     torch.testing.assert_close(out, dense, atol=1e-5, rtol=1e-5)
     # identical frames, theta identity: echoed tiles plus the merged text part reproduce dense exactly
     q, k, v, tk, tv, dense = _text_case(0, identical=True)
     lay = Layout(4, 32, 16)
-    out, alloc = sparse_echo_attention(
-        q, k, v, lay, 0.3 * h, 0.7 * h, identity_theta(2, lay, 16), 4, "torch", extra=dense_partial(q, tk, tv)
-    )
+    kw["extra"] = dense_partial(q, tk, tv)
+    out, alloc = sparse_echo_attention(q, k, v, lay, [0.3] * 2, [0.7] * 2, identity_theta(2, lay, 16), **kw)
     assert alloc.echoed.any() and (alloc.exact | alloc.echoed).all()
     torch.testing.assert_close(out, dense, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("rope", [False, True])
-def test_dense_routes_and_full_sparse_budget_match_stock(rope):
+def test_dense_routes_and_full_sparse_budget_match_stock(rope, route_all):
     from hf_ext.diffusers import apply_echo_attention
 
     dit = tiny_cogvideox_transformer(use_rotary_positional_embeddings=rope)
@@ -85,7 +83,7 @@ def test_dense_routes_and_full_sparse_budget_match_stock(rope):
     kw = {"image_rotary_emb": _rope(3, 12)} if rope else {}
     ref = _run(dit, x, txt, t, **kw)
     handle = apply_echo_attention(dit, _cfg())
-    handle.params.route_op.fill_(0)  # every head routed dense, through qkv() and the joint SDPA
+    route_all(handle, 3, 36)  # every head routed dense, through qkv() and the joint SDPA
     handle.context.record = {}
     torch.testing.assert_close(_run(dit, x, txt, t, **kw), ref, atol=1e-5, rtol=1e-5)
     rec = handle.context.record[1][0]
@@ -139,26 +137,30 @@ def test_batch_two_and_cfg_calls_share_one_step_index(dit):
 
 
 @pytest.mark.parametrize("routing", ["static", "learned"])
-def test_calibrate_save_and_reload_bit_identical(dit, tmp_path, routing):
+def test_calibrate_save_and_reload_bit_identical(dit, tmp_path, routing, caplog):
     from hf_ext.diffusers import apply_echo_attention, calibrate_echo
+    from hf_ext.diffusers.echo_attention.layout import Layout
 
     x, txt, t = _inputs()
     calls = [
         {"hidden_states": _inputs(seed=1)[0], "timestep": torch.tensor([300]), "encoder_hidden_states": txt}
     ]
-    handle = apply_echo_attention(dit, _cfg(budget=0.25, routing=routing))
+    handle = apply_echo_attention(dit, _cfg(budget=0.25, routing=routing, echo_share=0.25))
     report = calibrate_echo(handle, calls, stage3_steps=2)
     assert report["layout"] == (3, 64) and len(report["routes"]) == 4
     assert ("errors" in report) == (routing == "static") and ("logits" in report) == (routing == "learned")
-    assert handle.params.a is not None and not torch.all(handle.params.a == 1)
+    fit = handle.params.fit(Layout(3, 64, 16))
+    assert fit is not None and not torch.all(fit.w == 0)
     assert len(report["stage3_loss"]) == 2 or all(r["operator"] != "echo" for r in report["routes"])
     out = _run(dit, x, txt, t)
     handle.save_pretrained(tmp_path)
     handle.remove()
     again = apply_echo_attention(dit, calibration=tmp_path)
     assert torch.equal(_run(dit, x, txt, t), out)
-    with pytest.raises(ValueError, match=r"calibrated for \(F, P\) = \(3, 64\).*\(F, P\) = \(2, 64\)"):
-        _run(dit, *_inputs(frames=2))
+    with caplog.at_level("WARNING"):  # an unseen layout falls back to uncalibrated sparse, warning once
+        for _ in range(2):
+            assert torch.isfinite(_run(dit, *_inputs(frames=2))).all()
+    assert sum("no calibration for (F, P) = (2, 64)" in r.message for r in caplog.records) == 1
     again.remove()
     with pytest.raises(RuntimeError, match="was removed"):
         calibrate_echo(again, calls)
@@ -166,6 +168,7 @@ def test_calibrate_save_and_reload_bit_identical(dit, tmp_path, routing):
 
 def test_stage2_error_includes_the_text_keys(dit):
     from hf_ext.diffusers.echo_attention.calibrate import _dense_outputs, _option_outputs
+    from hf_ext.diffusers.echo_attention.config import EchoAttentionConfig
     from hf_ext.diffusers.echo_attention.layout import Layout
     from hf_ext.diffusers.echo_attention.params import EchoParams
     from hf_ext.diffusers.echo_attention.routed import SPARSE, AttnRecord
@@ -174,7 +177,8 @@ def test_stage2_error_includes_the_text_keys(dit):
     lay = Layout(2, 32, 16)
     rec = AttnRecord(*(x.transpose(1, 2) for x in (q, k, v, tk, tv)))
     torch.testing.assert_close(_dense_outputs([rec])[0], dense, atol=1e-5, rtol=1e-5)
-    outs, _ = _option_outputs(EchoParams(1, 2, 16), 0, [rec], lay, SPARSE, 1.0, 0.25, 4)
+    fit = EchoParams(1, 2, 16).bind(lay)
+    outs, _ = _option_outputs(fit, 0, [rec], SPARSE, 1.0, EchoAttentionConfig(block_size=16))
     torch.testing.assert_close(outs[0], dense, atol=1e-5, rtol=1e-5)
     video_only = _dense_outputs([tuple(rec[:3])])[0]  # Wan records: no text part
     assert not torch.allclose(video_only, dense, atol=1e-3)
@@ -212,7 +216,8 @@ def test_bad_inputs(dit):
 
 
 @pytest.mark.triton_interpret
-def test_triton_path_with_text_merge_matches_torch(dit):
+@pytest.mark.parametrize("model", ["pooled", "band"])
+def test_triton_path_with_text_merge_matches_torch(dit, model):
     from hf_ext.kernels._dispatch import interpret_mode, triton_installed
 
     if not triton_installed() or not interpret_mode():
@@ -222,7 +227,8 @@ def test_triton_path_with_text_merge_matches_torch(dit):
     x, txt, t = _inputs()
     outs = []
     for backend in ("torch", "triton"):
-        handle = apply_echo_attention(dit, _cfg(mode="echo", budget=0.25, backend=backend))
+        cfg = _cfg(mode="echo", budget=0.25, echo_share=0.25, echo_model=model, backend=backend)
+        handle = apply_echo_attention(dit, cfg)
         outs.append(_run(dit, x, txt, t))
         assert handle.stats()[0]["echoed"] > 0
         handle.remove()

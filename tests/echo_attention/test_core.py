@@ -49,11 +49,13 @@ def test_band_partials_mask_padded_keys_per_key_tile():
 
 def test_hand_counted_flops_for_two_frames_two_tiles():
     lay = Layout(frames=2, tokens_per_frame=32, block=16)  # S = 64, n_t = 4
-    cost = flop_costs(lay, head_dim=8)
+    cost = flop_costs(lay, head_dim=8, pool=4)
     assert cost == {
         "dense": 4 * 64 * 64 * 8.0,
         "estimate": 2 * 64 * 8 + 2 * 16 * 8.0,
         "exact": 4 * 256 * 8.0,
+        "pool_keys": 2 * 64 * 8.0,
+        "coarse": 4 * 16 * 4 * 8.0,
         "echo": 6 * 16 * 8.0,
     }
     p_hat = torch.full((1, 4, 4), 0.25)
@@ -80,8 +82,10 @@ def test_identical_frames_echo_is_exact():
     frame = [torch.randn(1, 2, 1, 32, 8, generator=g) for _ in range(3)]
     q, k, v = (x.expand(1, 2, 4, 32, 8).reshape(1, 2, 128, 8) for x in frame)
     dense = torch.nn.functional.scaled_dot_product_attention(q, k, v)
-    h = torch.ones(2)
-    out, alloc = sparse_echo_attention(q, k, v, lay, 0.3 * h, 0.7 * h, identity_theta(2, lay, 8), 4, "torch")
+    theta = identity_theta(2, lay, 8)
+    out, alloc = sparse_echo_attention(
+        q, k, v, lay, [0.3] * 2, [0.7] * 2, theta, model="band", backend="torch"
+    )
     assert alloc.echoed.any() and not (alloc.exact | alloc.echoed).all(-1).all(-1).logical_not().any()
     torch.testing.assert_close(out, dense, atol=1e-5, rtol=1e-5)
 
@@ -91,7 +95,7 @@ def test_sparse_budget_one_equals_dense_and_echo_share_counts():
     lay = Layout(frames=2, tokens_per_frame=40, block=16)
     q, k, v = (torch.randn(1, 2, 80, 8, generator=g) for _ in range(3))
     out, alloc = sparse_echo_attention(
-        q, k, v, lay, torch.ones(2), torch.zeros(2), identity_theta(2, lay, 8), 4, "torch"
+        q, k, v, lay, [1.0] * 2, [0.0] * 2, identity_theta(2, lay, 8), backend="torch"
     )
     torch.testing.assert_close(
         out, torch.nn.functional.scaled_dot_product_attention(q, k, v), atol=1e-5, rtol=1e-5

@@ -8,6 +8,7 @@ one-line description of the method (Sparse operator + Echo operator + per-head r
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -19,19 +20,111 @@ from hf_ext.diffusers.echo_attention.layout import Layout, flop_costs
 class Allocation:
     """Which tiles of each (batch, head) row are exact, echoed or dropped, in kernel form.
 
-    Row dims ``N = B * h``. ``lut``/``lut_count``/``pairs``/``indptr``/``entries`` are the kernel inputs with
-    ``N`` in place of ``[B, H]``; ``flops`` is the counted FLOP fraction of dense per row.
+    Row dims ``N = B * h``. ``lut``/``lut_count`` (exact tiles) and either ``coarse_lut`` (pooled echo: the
+    tiles synthesised from their pooled keys) or ``pairs``/``indptr``/``entries`` (representative echo) are
+    the kernel inputs with ``N`` in place of ``[B, H]``; ``flops`` is the counted FLOP fraction of dense per
+    row.
     """
 
     exact: torch.Tensor  # [N, n_t, n_t] bool
     echoed: torch.Tensor  # [N, n_t, n_t] bool
-    lut: torch.Tensor
-    lut_count: torch.Tensor
-    pairs: torch.Tensor  # [N, n_p, 2]
-    indptr: torch.Tensor  # [N, n_t + 1]
-    entries: torch.Tensor  # [N, n_e, 3]
+    lut: torch.Tensor  # [N, n_t, max_k]
+    lut_count: torch.Tensor  # [N, n_t]
     flops: torch.Tensor  # [N]
     coverage: torch.Tensor  # [N]: echoed share of the skipped P_hat mass
+    coarse_lut: torch.Tensor | None = None  # [N, n_t, n_c], -1 padded
+    pairs: torch.Tensor | None = None  # [N, n_p, 2]
+    indptr: torch.Tensor | None = None  # [N, n_t + 1]
+    entries: torch.Tensor | None = None  # [N, n_e, 3]
+
+
+def tile_counts(
+    layout: Layout,
+    head_dim: int,
+    exact_frac: Sequence[float],
+    echo_frac: Sequence[float],
+    pool: int,
+) -> tuple[list[int], list[int]]:
+    """Per head, the exact tiles in all and the pooled-echo entries per query tile that fit the budgets.
+
+    Exact tiles take ``exact_frac`` of dense FLOPs less the estimate (``>= 1`` keeps every tile; at least the
+    diagonal); the pooled echo spends ``echo_frac`` on the pooled keys and ``coarse`` tiles, the same number
+    for every query tile, at most the tiles the exact ones leave. Plain Python: the widths of the kernel
+    inputs are known before any tensor is read.
+    """
+    cost = flop_costs(layout, head_dim, pool)
+    nt = layout.n_t
+    n_exact, n_coarse = [], []
+    for fx, fe in zip(exact_frac, echo_frac):
+        n = nt * nt if fx >= 1 else int((fx * cost["dense"] - cost["estimate"]) // cost["exact"])
+        n = min(max(n, nt), nt * nt)
+        per_tile = 0
+        if fe > 0 and pool > 0:
+            per_tile = int((fe * cost["dense"] - cost["pool_keys"]) // (cost["coarse"] * nt))
+        n_exact.append(n)
+        n_coarse.append(max(0, min(per_tile, nt - -(-n // nt))))
+    return n_exact, n_coarse
+
+
+def plan_tiles(
+    p_hat: torch.Tensor,
+    layout: Layout,
+    head_dim: int,
+    n_exact: torch.Tensor,
+    n_coarse: torch.Tensor,
+    widths: tuple[int, int],
+    pool: int,
+) -> Allocation:
+    """Exact tiles and pooled-echo tiles of every row, with static shapes (no host reads) [reconstructed].
+
+    Each query tile keeps its diagonal plus the highest-``P_hat`` key tiles (:func:`select_exact` rule:
+    ``k_q`` each, the remainder to the query tiles with the best next candidate); the next ``n_coarse`` tiles
+    of its ranking are synthesised from their pooled keys (the pooled echo). Other tiles are dropped.
+
+    Args:
+        p_hat: ``[N, n_t, n_t]`` estimated tile mass.
+        layout: Token layout.
+        head_dim: ``D``.
+        n_exact: ``[N]`` exact tiles per row (from :func:`tile_counts`).
+        n_coarse: ``[N]`` pooled-echo tiles per query tile.
+        widths: ``(max_k, n_c)``: Python upper bounds of the per-query-tile exact and pooled-echo counts.
+        pool: Pooled keys per tile.
+    """
+    n, nt, _ = p_hat.shape
+    w_x, w_e = widths
+    dev = p_hat.device
+    score = p_hat.clone()
+    score.diagonal(dim1=-2, dim2=-1).fill_(math.inf)
+    order = score.topk(min(w_x + w_e, nt), -1).indices  # [N, n_t, w]: ranking, descending
+    kq = (n_exact // nt)[:, None]
+    extra = (n_exact % nt)[:, None]
+    at = kq.clamp_max(order.shape[-1] - 1)[..., None].expand(n, nt, 1)
+    nxt = torch.gather(p_hat, -1, torch.gather(order, -1, at))
+    row_rank = torch.empty_like(kq.expand(n, nt)).scatter_(
+        -1, nxt[..., 0].argsort(-1, descending=True), torch.arange(nt, device=dev).expand(n, nt)
+    )
+    count = kq + (row_rank < extra).long()  # [N, n_t]
+    slot = torch.arange(w_x, device=dev)
+    lut = torch.where(slot < count[..., None], order[..., :w_x], -1).int()
+    exact = torch.zeros(n, nt, nt + 1, dtype=torch.bool, device=dev)
+    exact = exact.scatter_(-1, torch.where(lut >= 0, lut.long(), nt), True)[..., :nt]
+    cost = flop_costs(layout, head_dim, pool)
+    flops = cost["estimate"] + cost["exact"] * count.sum(-1)
+    coarse_lut = None
+    echoed = torch.zeros_like(exact)
+    if w_e:
+        rank = (count[..., None] + torch.arange(w_e, device=dev)).clamp_max(order.shape[-1] - 1)
+        live = (torch.arange(w_e, device=dev) < n_coarse[:, None, None]) & (
+            count[..., None] + torch.arange(w_e, device=dev) < order.shape[-1]
+        )
+        coarse_lut = torch.where(live, torch.gather(order, -1, rank), -1).int()
+        echoed = torch.zeros(n, nt, nt + 1, dtype=torch.bool, device=dev)
+        echoed = echoed.scatter_(-1, torch.where(live, coarse_lut.long(), nt), True)[..., :nt]
+        n_live = live.flatten(1).sum(-1)
+        flops = flops + torch.where(n_live > 0, cost["pool_keys"], 0.0) + cost["coarse"] * n_live
+    skipped = (p_hat * ~exact).flatten(1).sum(-1)
+    coverage = (p_hat * echoed).flatten(1).sum(-1) / skipped.clamp_min(1e-12)
+    return Allocation(exact, echoed, lut, count.int(), flops / cost["dense"], coverage, coarse_lut)
 
 
 def lut_from_mask(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -190,4 +283,6 @@ def from_masks(
     flops = (cost["estimate"] + cost["exact"] * n_exact + cost["echo"] * n_echo) / cost["dense"]
     skipped = (p_hat * ~exact).flatten(1).sum(-1)
     coverage = (p_hat * echoed).flatten(1).sum(-1) / skipped.clamp_min(1e-12)
-    return Allocation(exact, echoed, lut, lut_count, pairs, indptr, entries, flops, coverage)
+    return Allocation(
+        exact, echoed, lut, lut_count, flops, coverage, pairs=pairs, indptr=indptr, entries=entries
+    )

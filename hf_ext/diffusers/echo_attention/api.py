@@ -1,4 +1,4 @@
-"""Public entry points: :func:`apply_echo_attention`, :func:`calibrate_echo`, :class:`EchoAttentionHandle`.
+"""Public entry points: :func:`apply_echo_attention` and :func:`calibrate_echo`.
 
 EchoAttention (reconstructed; not verified against the paper).
 """
@@ -16,7 +16,6 @@ import torch
 from diffusers.models.attention_processor import CogVideoXAttnProcessor2_0
 from diffusers.models.transformers.transformer_wan import WanAttnProcessor
 
-from hf_ext._registry import paper
 from hf_ext.diffusers.echo_attention.calibrate import (
     finetune_theta,
     fit_theta,
@@ -25,7 +24,7 @@ from hf_ext.diffusers.echo_attention.calibrate import (
     route_static,
 )
 from hf_ext.diffusers.echo_attention.config import EchoAttentionConfig
-from hf_ext.diffusers.echo_attention.layout import Layout
+from hf_ext.diffusers.echo_attention.handle import CONFIG_NAME, EchoAttentionHandle, EchoPipelineHandle
 from hf_ext.diffusers.echo_attention.params import EchoParams
 from hf_ext.diffusers.echo_attention.processor_cogvideox import CogVideoXContext, EchoCogVideoXAttnProcessor
 from hf_ext.diffusers.echo_attention.processor_wan import EchoWanAttnProcessor
@@ -58,124 +57,6 @@ HOSTS = {
     ),
 }
 SUPPORTED = tuple(HOSTS)
-CONFIG_NAME = "echo_attention_config.json"
-TENSORS_NAME = "echo_attention.safetensors"
-THETA_KEYS = ("theta_a", "theta_c", "theta_u", "theta_w")
-
-
-class EchoAttentionHandle:
-    """What :func:`apply_echo_attention` returns: the installed processors, their shared state, and undo.
-
-    EchoAttention (reconstructed; not verified against the paper).
-
-    Attributes:
-        transformer: The patched transformer.
-        config: The settings.
-        context: Layout and step state filled by the pre-hook.
-        params: Theta and routes (:class:`~hf_ext.diffusers.echo_attention.core.EchoParams`).
-        removed: Whether :meth:`remove` ran.
-    """
-
-    _paper = paper("echo_attention")
-
-    def __init__(
-        self,
-        transformer: Any,
-        config: EchoAttentionConfig,
-        context: EchoContext,
-        params: EchoParams,
-        original: dict[str, Any],
-        hook: Any,
-    ) -> None:
-        self.transformer, self.config, self.context, self.params = transformer, config, context, params
-        self._original, self._hook = original, hook
-        self.removed = False
-
-    def remove(self) -> None:
-        """Restore the original processor objects (all keys) and remove the pre-hook."""
-        if self.removed:
-            return
-        self.transformer.set_attn_processor(dict(self._original))
-        self._hook.remove()
-        self.removed = True
-
-    def stats(self) -> list[dict[str, Any]]:
-        """Per (layer, head) of the last call: operator, FLOP fraction, exact/echoed/dropped tiles, echo
-        coverage.
-
-        Counts are for batch element 0; layers whose last call was all dense report ``"dense"``. FLOP
-        fractions count the video-video part (joint models keep the text rows and columns dense on top).
-        """
-        rows = []
-        for layer in range(self.params.num_layers):
-            heads, alloc = self.params.last_alloc.get(layer, ([], None))
-            for h in range(self.params.heads):
-                row: dict[str, Any] = {"layer": layer, "head": h, "operator": "dense", "flops": 1.0}
-                if alloc is not None and h in heads:
-                    i = heads.index(h)
-                    n_t = alloc.exact.shape[-1]
-                    n_ex, n_ec = int(alloc.exact[i].sum()), int(alloc.echoed[i].sum())
-                    op = self.params.routes(layer)
-                    name = OPERATORS[op[0][h]] if op else self.config.mode
-                    row.update(
-                        operator=name,
-                        flops=float(alloc.flops[i].detach()),
-                        exact=n_ex,
-                        echoed=n_ec,
-                        dropped=n_t * n_t - n_ex - n_ec,
-                        coverage=float(alloc.coverage[i].detach()),
-                    )
-                rows.append(row)
-        return rows
-
-    def save_pretrained(self, save_directory: str | os.PathLike[str]) -> None:
-        """Write the config JSON and a safetensors file (theta, routes, calibration layout ``(F, P)``)."""
-        from safetensors.torch import save_file
-
-        os.makedirs(save_directory, exist_ok=True)
-        p, lay = self.params, self.params.layout
-        meta = {
-            "config": self.config.to_dict(),
-            "layout": None if lay is None else [lay.frames, lay.tokens_per_frame],
-            "shape": [p.num_layers, p.heads, p.head_dim],
-        }
-        with open(os.path.join(save_directory, CONFIG_NAME), "w") as fh:
-            json.dump(meta, fh, indent=2)
-        tensors = {"route_op": p.route_op, "route_budget": p.route_budget}
-        if p.a is not None and p.c is not None and p.u is not None and p.w is not None:
-            tensors.update(zip(THETA_KEYS, (p.a, p.c, p.u, p.w)))
-        save_file(
-            {k: v.detach().cpu().contiguous() for k, v in tensors.items()},
-            os.path.join(save_directory, TENSORS_NAME),
-        )
-
-    def _load(self, directory: str | os.PathLike[str], meta: dict[str, Any]) -> None:
-        from safetensors.torch import load_file
-
-        path = os.path.join(directory, TENSORS_NAME)
-        if not os.path.isfile(path):
-            raise ValueError(f"`calibration` folder {str(directory)!r} has no {TENSORS_NAME}.")
-        tensors = load_file(path)
-        need = ["route_op", "route_budget"] + (list(THETA_KEYS) if meta["layout"] is not None else [])
-        missing = [k for k in need if k not in tensors]
-        if missing:
-            raise ValueError(f"`calibration` folder {str(directory)!r} is missing tensors {missing}.")
-        p = self.params
-        if meta["shape"] != [p.num_layers, p.heads, p.head_dim]:
-            raise ValueError(
-                f"`calibration` was saved for (layers, heads, head_dim) = {tuple(meta['shape'])}, this "
-                f"transformer has {(p.num_layers, p.heads, p.head_dim)}."
-            )
-        p.route_op.copy_(tensors["route_op"])
-        p.route_budget.copy_(tensors["route_budget"])
-        if meta["layout"] is not None:
-            dev = p.route_op.device
-            frames, tokens = meta["layout"]
-            p.bind(Layout(frames, tokens, self.config.block_size), dev)
-            with torch.no_grad():
-                for dst, key in zip((p.a, p.c, p.u, p.w), THETA_KEYS):
-                    assert dst is not None
-                    dst.copy_(tensors[key])
 
 
 def apply_echo_attention(
@@ -184,42 +65,44 @@ def apply_echo_attention(
     *,
     calibration: str | os.PathLike[str] | None = None,
     share_context_with: EchoAttentionHandle | None = None,
-) -> EchoAttentionHandle:
+) -> Any:
     """Install EchoAttention on a video DiT's self-attention (``attn1``) and add the layout pre-hook.
 
     EchoAttention (reconstructed; not verified against the paper). Cross-attention processors (``attn2``) are
-    left as they are (same objects); :meth:`EchoAttentionHandle.remove` restores everything.
+    left as they are (same objects); ``handle.remove()`` restores everything.
 
-    Wan2.2 pipelines run two transformers (``transformer`` for the high-noise steps, ``transformer_2`` for the
-    rest): patch both, the second with ``share_context_with=<first handle>``, so the denoising-step index
-    (``dense_first_steps``) counts the steps of the whole run and calibrating one handle through the pipeline
-    runs both transformers densely. Theta and routes stay per transformer.
+    Pass a pipeline to patch every transformer it holds (Wan2.2 runs ``transformer`` for the high-noise steps
+    and ``transformer_2`` for the rest): they share one step/layout context, so ``dense_first_steps`` counts
+    the steps of the whole run, while theta and routes stay per transformer. ``share_context_with`` does the
+    same for transformers patched one at a time.
 
     Args:
         transformer: A diffusers ``WanTransformer3DModel`` or ``CogVideoXTransformer3DModel`` (joint
-            text-video
-            attention: text rows and columns stay dense).
+            text-video attention: text rows and columns stay dense), or a pipeline holding them.
         config: *optional* settings (defaults to ``EchoAttentionConfig()``); not allowed with ``calibration``.
-        calibration: *optional* folder written by :meth:`EchoAttentionHandle.save_pretrained`.
-        share_context_with: *optional* handle of the other transformer of a Wan2.2 pair (same host class and
-            ``block_size``) whose step/layout context this one shares.
+        calibration: *optional* folder written by ``handle.save_pretrained`` (for a pipeline: its folder of
+            per-transformer folders).
+        share_context_with: *optional* handle of another transformer (same host class and ``block_size``)
+            whose step/layout context this one shares.
 
     Returns:
-        The handle.
+        An :class:`~hf_ext.diffusers.echo_attention.handle.EchoAttentionHandle`, or for a pipeline an
+        :class:`~hf_ext.diffusers.echo_attention.handle.EchoPipelineHandle` over every transformer.
 
     Raises:
         TypeError: unsupported transformer class, or an ``attn1`` processor that is not the host's own
             (``WanAttnProcessor`` / ``CogVideoXAttnProcessor2_0``).
         ValueError: ``dense_layers`` out of range, an already patched transformer, a bad calibration folder,
-            or a ``share_context_with`` handle that was removed or differs in host class or ``block_size``.
+            a pipeline without a supported transformer, or a ``share_context_with`` handle that was removed or
+            differs in host class or ``block_size``.
 
     Example:
         >>> from hf_ext.testing import tiny_wan_transformer
         >>> dit = tiny_wan_transformer()
         >>> x, t, txt = torch.randn(1, 4, 4, 16, 16), torch.tensor([500]), torch.randn(1, 8, 32)
         >>> ref = dit(x, t, txt).sample
-        >>> handle = apply_echo_attention(dit, EchoAttentionConfig(block_size=16, dense_layers=(),
-        dense_first_steps=0))
+        >>> cfg = EchoAttentionConfig(block_size=16, dense_layers=(), dense_first_steps=0)
+        >>> handle = apply_echo_attention(dit, cfg)
         >>> err = float((dit(x, t, txt).sample - ref).detach().norm() / ref.norm())
         >>> err < 1.0
         True
@@ -227,6 +110,8 @@ def apply_echo_attention(
         >>> torch.equal(dit(x, t, txt).sample, ref)
         True
     """
+    if type(transformer).__name__ not in HOSTS and hasattr(transformer, "components"):
+        return _apply_to_pipeline(transformer, config, calibration, share_context_with)
     name = type(transformer).__name__
     host = HOSTS.get(name)
     if host is None:
@@ -293,12 +178,36 @@ def apply_echo_attention(
     hook = transformer.register_forward_pre_hook(context.pre_hook, with_kwargs=True)
     handle = EchoAttentionHandle(transformer, config, context, params, dict(procs), hook)
     if meta is not None and calibration is not None:
-        handle._load(calibration, meta)
+        handle.load(calibration, meta)
     return handle
 
 
+def _apply_to_pipeline(
+    pipe: Any,
+    config: EchoAttentionConfig | None,
+    calibration: str | os.PathLike[str] | None,
+    share_context_with: EchoAttentionHandle | None,
+) -> EchoPipelineHandle:
+    """:func:`apply_echo_attention` on every supported transformer of ``pipe`` (one shared context)."""
+    names = [n for n, c in pipe.components.items() if type(c).__name__ in HOSTS]
+    if not names:
+        found = sorted(type(c).__name__ for c in pipe.components.values() if c is not None)
+        raise ValueError(
+            f"`transformer` must be a pipeline holding one of {SUPPORTED}, got components {found}."
+        )
+    handles: dict[str, EchoAttentionHandle] = {}
+    shared = share_context_with
+    for name in names:
+        path = None if calibration is None else os.path.join(calibration, name)
+        handles[name] = apply_echo_attention(
+            pipe.components[name], config, calibration=path, share_context_with=shared
+        )
+        shared = shared or handles[name]
+    return EchoPipelineHandle(handles)
+
+
 def calibrate_echo(
-    handle: EchoAttentionHandle,
+    handle: EchoAttentionHandle | EchoPipelineHandle,
     source: Any,
     prompts: Sequence[str] | None = None,
     num_inference_steps: int = 4,
@@ -311,12 +220,13 @@ def calibrate_echo(
     """Three-stage distillation of theta and routes against full attention (DiT weights untouched).
 
     EchoAttention (reconstructed; not verified against the paper). Stage 1 fits theta in closed form on the
-    dense per-tile partials, stage 2 sets per-head routes (``config.routing``), stage 3 fine-tunes theta with
-    Adam so the transformer output matches the dense output. Routes and theta are valid at the calibration
-    layout ``(F, P)`` only.
+    dense attention of the calibration calls, stage 2 sets per-head routes (``config.routing``), stage 3
+    fine-tunes theta with Adam so the transformer output matches the dense output. The fit belongs to the
+    calibration layout ``(F, P)``: calibrating at several layouts keeps one fit per layout, and a layout
+    without one runs the uncalibrated Sparse operator (with one warning).
 
     Args:
-        handle: From :func:`apply_echo_attention`.
+        handle: From :func:`apply_echo_attention` (a pipeline handle calibrates every transformer in turn).
         source: A diffusers pipeline (run on ``prompts`` to collect transformer calls) or a sequence of
             transformer keyword dicts (``hidden_states``, ``timestep``, ``encoder_hidden_states``, ...).
         prompts: Calibration prompts (pipeline source only).
@@ -328,12 +238,18 @@ def calibrate_echo(
 
     Returns:
         A report: ``layout``, ``routes`` (the per-head table), ``stage3_loss`` and, for static routing,
-        the measured option ``errors``/``costs``.
+        the measured option ``errors``/``costs``; for a pipeline handle, one report per transformer name.
 
     Raises:
         RuntimeError: the handle was removed.
         ValueError: unknown stages, or a pipeline source without prompts.
     """
+    if isinstance(handle, EchoPipelineHandle):
+        kw = dict(stages=stages, stage3_steps=stage3_steps, lr=lr, **pipe_kwargs)
+        return {
+            n: calibrate_echo(h, source, prompts, num_inference_steps, **kw)
+            for n, h in handle.handles.items()
+        }
     if handle.removed:
         raise RuntimeError(
             "`calibrate_echo` needs an installed handle, but this one was removed; apply again."
@@ -342,34 +258,25 @@ def calibrate_echo(
         raise ValueError(f"`stages` must be a subset of (1, 2, 3), got {tuple(stages)!r}.")
     calls = _collect_calls(handle, source, prompts, num_inference_steps, pipe_kwargs)
     tr, ctx, params, cfg = handle.transformer, handle.context, handle.params, handle.config
-    params.route_op.fill_(-1)
-    params.layout = None  # recalibration may change the layout
     targets, records = record_dense(tr, ctx, calls)
     layout = ctx.layout
     assert layout is not None
     routed = {i: r for i, r in records.items() if i not in cfg.dense_layers}
     report: dict[str, Any] = {"layout": (layout.frames, layout.tokens_per_frame), "calls": len(calls)}
-    params.bind(layout, params.route_op.device)
+    fit = params.bind(layout, next(tr.parameters()).device)
     if 1 in stages:
-        fit_theta(params, routed, layout, cfg.max_echo_distance)
+        fit_theta(fit, routed, cfg)
     if 2 in stages and cfg.routing == "static":
-        report.update(route_static(params, routed, layout, cfg.budget, cfg.echo_share, cfg.max_echo_distance))
+        report.update(route_static(fit, routed, cfg))
     elif 2 in stages:
-        report["logits"] = route_learned(
-            params, routed, layout, cfg.budget, cfg.echo_share, cfg.max_echo_distance
-        )
+        report["logits"] = route_learned(fit, routed, cfg)
     if 3 in stages:
-        report["stage3_loss"] = finetune_theta(tr, ctx, params, calls, targets, stage3_steps, lr)
+        report["stage3_loss"] = finetune_theta(tr, ctx, fit, calls, targets, stage3_steps, lr)
     report["routes"] = [
-        {
-            "layer": i,
-            "head": h,
-            "operator": OPERATORS[int(params.route_op[i, h])],
-            "budget": float(params.route_budget[i, h]),
-        }
+        {"layer": i, "head": h, "operator": OPERATORS[op], "budget": budget}
         for i in sorted(routed)
-        for h in range(params.heads)
-        if int(params.route_op[i, h]) >= 0
+        if (r := fit.routes(i)) is not None
+        for h, (op, budget) in enumerate(zip(*r))
     ]
     return report
 

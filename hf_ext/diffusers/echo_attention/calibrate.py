@@ -13,15 +13,15 @@ from typing import Any
 
 import torch
 
+from hf_ext.diffusers.echo_attention.config import EchoAttentionConfig
 from hf_ext.diffusers.echo_attention.core import (
     dense_partial,
     sparse_echo_attention,
     split_budget,
     static_route,
 )
-from hf_ext.diffusers.echo_attention.fit import new_theta_stats, solve_theta, stage1_stats
-from hf_ext.diffusers.echo_attention.layout import Layout
-from hf_ext.diffusers.echo_attention.params import EchoParams
+from hf_ext.diffusers.echo_attention.fit import new_theta_stats, pooled_stats, solve_theta, stage1_stats
+from hf_ext.diffusers.echo_attention.params import LayoutFit
 from hf_ext.diffusers.echo_attention.routed import DENSE, ECHO, SPARSE, AttnRecord, EchoContext
 
 logger = logging.getLogger(__name__)
@@ -50,44 +50,38 @@ def record_dense(
         context.force_dense, context.record = False, None
 
 
-def fit_theta(
-    params: EchoParams, records: dict[int, list[Record]], layout: Layout, max_distance: int
-) -> None:
-    """Stage 1: closed-form least squares for theta per (layer, head, frame offset); ``params`` bound to
-    ``layout``.
+def fit_theta(fit: LayoutFit, records: dict[int, list[Record]], config: EchoAttentionConfig) -> None:
+    """Stage 1: closed-form theta per (layer, head, frame offset) at ``fit.layout``.
 
-    Regresses video-video tile partials only (text keys of joint models play no part in echo)."""
-    assert params.a is not None and params.c is not None and params.u is not None and params.w is not None
+    The pooled echo fits ``w``, the attention-mass-weighted gap between a tile's true log-sum-exp and its
+    pooled-key estimate; the band echo regresses every member's tile partials on its possible representatives.
+    Video-video partials only (text keys of joint models play no part in echo)."""
+    layout = fit.layout
+    heads, _, head_dim = fit.c.shape[1:]
     for layer, calls in records.items():
-        stats = new_theta_stats(params.heads, 2 * layout.frames - 1, params.head_dim)
+        stats = new_theta_stats(heads, 2 * layout.frames - 1, head_dim)
         for rec in calls:
             qp, kp, vp = (layout.pad(x.transpose(1, 2)) for x in AttnRecord(*rec)[:3])
-            stage1_stats(qp, kp, vp, layout, max_distance, stats)
+            if config.echo_model == "pooled":
+                pooled_stats(qp, kp, layout, config.echo_pool, stats)
+            else:
+                stage1_stats(qp, kp, vp, layout, config.max_echo_distance, stats)
         with torch.no_grad():
-            for dst, src in zip((params.a, params.c, params.u, params.w), solve_theta(stats)):
+            for dst, src in zip((fit.a, fit.c, fit.u, fit.w), solve_theta(stats)):
                 dst[layer] = src.to(dst.device)
 
 
 def _option_outputs(
-    params: EchoParams,
-    layer: int,
-    calls: list[Record],
-    layout: Layout,
-    op: int,
-    budget: float,
-    echo_share: float,
-    max_distance: int,
+    fit: LayoutFit, layer: int, calls: list[Record], op: int, budget: float, config: EchoAttentionConfig
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
     """Outputs ``[B, H, S, D]`` of one operator at one budget on every call (video queries; joint models merge
     the dense text-key partial exactly), and the mean FLOPs per head."""
-    heads = list(range(params.heads))
+    heads = fit.c.shape[1]
+    exact, echo = split_budget([budget] * heads, [op == ECHO] * heads, config.echo_share)
+    theta = (fit.a[layer], fit.c[layer], fit.u[layer], fit.w[layer])
     outs, flops = [], []
     for rec in calls:
         q, k, v, tk, tv = AttnRecord(*rec)
-        dev = q.device
-        bud = torch.full((params.heads,), budget, device=dev)
-        exact, echo = split_budget(bud, torch.full_like(bud, op == ECHO, dtype=torch.bool), echo_share)
-        theta = params.theta(layer, heads, layout, q.shape[-1], dev)
         with torch.no_grad():
             qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
             extra = (
@@ -96,10 +90,19 @@ def _option_outputs(
                 else dense_partial(qh, tk.transpose(1, 2), tv.transpose(1, 2))
             )
             out, alloc = sparse_echo_attention(
-                qh, kh, vh, layout, exact, echo, theta, max_distance, "torch", extra=extra
+                qh,
+                kh,
+                vh,
+                fit.layout,
+                exact,
+                echo,
+                theta,
+                **config.operator_kwargs(),
+                backend="torch",
+                extra=extra,
             )
         outs.append(out)
-        flops.append(alloc.flops.view(-1, params.heads).mean(0))
+        flops.append(alloc.flops.view(-1, heads).mean(0))
     return outs, torch.stack(flops).mean(0)
 
 
@@ -127,46 +130,38 @@ def _head_error(outs: list[torch.Tensor], dense: list[torch.Tensor]) -> torch.Te
 
 
 def route_static(
-    params: EchoParams,
-    records: dict[int, list[Record]],
-    layout: Layout,
-    budget: float,
-    echo_share: float,
-    max_distance: int,
+    fit: LayoutFit, records: dict[int, list[Record]], config: EchoAttentionConfig
 ) -> dict[str, torch.Tensor]:
     """Stage 2, static: measure every option's error and FLOPs per (layer, head), then solve the knapsack.
 
     Options per head: dense, and sparse and echo at each of :func:`budget_options`.
     Returns the measured ``errors``/``costs`` ``[L_routed * H, O]`` and the ``choice``.
     """
-    options = [(DENSE, 1.0)] + [(op, b) for op in (SPARSE, ECHO) for b in budget_options(budget)]
+    options = [(DENSE, 1.0)] + [(op, b) for op in (SPARSE, ECHO) for b in budget_options(config.budget)]
+    heads = fit.c.shape[1]
     layers = sorted(records)
     errs, costs = [], []
     for layer in layers:
         dense = _dense_outputs(records[layer])
-        e_row, c_row = [torch.zeros(params.heads)], [torch.ones(params.heads)]
+        e_row, c_row = [torch.zeros(heads)], [torch.ones(heads)]
         for op, b in options[1:]:
-            outs, fl = _option_outputs(params, layer, records[layer], layout, op, b, echo_share, max_distance)
+            outs, fl = _option_outputs(fit, layer, records[layer], op, b, config)
             e_row.append(_head_error(outs, dense).cpu())
             c_row.append(fl.cpu())
         errs.append(torch.stack(e_row, -1))
         costs.append(torch.stack(c_row, -1))
     err, cost = torch.cat(errs), torch.cat(costs)
-    choice = static_route(err, cost, budget)
+    choice = static_route(err, cost, config.budget)
     for i, layer in enumerate(layers):
-        for h in range(params.heads):
-            op, b = options[int(choice[i * params.heads + h])]
-            params.route_op[layer, h], params.route_budget[layer, h] = op, b
+        picked = [options[c] for c in choice[i * heads : (i + 1) * heads].tolist()]
+        fit.set_routes(layer, [op for op, _ in picked], [b for _, b in picked])
     return {"errors": err, "costs": cost, "choice": choice}
 
 
 def route_learned(
-    params: EchoParams,
+    fit: LayoutFit,
     records: dict[int, list[Record]],
-    layout: Layout,
-    budget: float,
-    echo_share: float,
-    max_distance: int,
+    config: EchoAttentionConfig,
     steps: int = 100,
     lambda_c: float = 10.0,
     lr: float = 0.1,
@@ -176,29 +171,25 @@ def route_learned(
     Gumbel-softmax mixture (temperature annealed 1 -> 0.1) on ``||O_mix - O_dense||^2 / ||O_dense||^2`` plus
     ``lambda_c * max(0, E[FLOPs] - budget)``; the argmax is kept. Returns the logits ``[L_routed, H, 3]``."""
     layers = sorted(records)
+    heads = fit.c.shape[1]
     gen = torch.Generator().manual_seed(seed)
     per_layer = []
     for layer in layers:
         dense = _dense_outputs(records[layer])
-        sp, c_sp = _option_outputs(
-            params, layer, records[layer], layout, SPARSE, budget, echo_share, max_distance
-        )
-        ec, c_ec = _option_outputs(
-            params, layer, records[layer], layout, ECHO, budget, echo_share, max_distance
-        )
+        sp, c_sp = _option_outputs(fit, layer, records[layer], SPARSE, config.budget, config)
+        ec, c_ec = _option_outputs(fit, layer, records[layer], ECHO, config.budget, config)
         per_layer.append((dense, sp, ec, torch.stack([torch.ones_like(c_sp), c_sp, c_ec], -1).cpu()))
-    logits = torch.zeros(len(layers), params.heads, 3, requires_grad=True)
+    logits = torch.zeros(len(layers), heads, 3, requires_grad=True)
     opt = torch.optim.Adam([logits], lr=lr)
     for step in range(steps):
         tau = 0.1 ** (step / max(steps - 1, 1))
-        loss = mixture_loss(logits, per_layer, budget, lambda_c, tau, gen)
+        loss = mixture_loss(logits, per_layer, config.budget, lambda_c, tau, gen)
         opt.zero_grad()
         loss.backward()
         opt.step()
     choice = logits.detach().argmax(-1)
     for i, layer in enumerate(layers):
-        for h in range(params.heads):
-            params.route_op[layer, h], params.route_budget[layer, h] = int(choice[i, h]), budget
+        fit.set_routes(layer, choice[i].tolist(), [config.budget] * heads)
     return logits.detach()
 
 
@@ -228,7 +219,7 @@ def mixture_loss(
 def finetune_theta(
     transformer: Any,
     context: EchoContext,
-    params: EchoParams,
+    fit: LayoutFit,
     calls: Sequence[dict[str, Any]],
     targets: Sequence[torch.Tensor],
     steps: int,
@@ -239,8 +230,8 @@ def finetune_theta(
     The loss is the MSE over calls, normalised by the dense output's mean square. The DiT's own parameters are
     frozen for the duration and restored afterwards. Returns the loss per step.
     """
-    thetas = [p for p in (params.a, params.c, params.u, params.w) if p is not None]
-    if not thetas or steps <= 0:
+    thetas = [fit.a, fit.c, fit.u, fit.w]
+    if steps <= 0:
         return []
     frozen = [(p, p.requires_grad) for p in transformer.parameters()]
     for p, _ in frozen:

@@ -10,11 +10,19 @@ one-line description of the method (Sparse operator + Echo operator + per-head r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
-from hf_ext.diffusers.echo_attention.allocation import Allocation, allocate, from_masks
+from hf_ext.diffusers.echo_attention.allocation import (
+    Allocation,
+    allocate,
+    from_masks,
+    plan_tiles,
+    tile_counts,
+)
 from hf_ext.diffusers.echo_attention.layout import Layout, flop_costs
-from hf_ext.kernels.block_sparse_attention import block_sparse_attention
+from hf_ext.kernels.block_sparse_attention import CoarseKeys, block_sparse_attention
 from hf_ext.kernels.echo_merge import echo_merge
 from hf_ext.kernels.pooling import pooled_tile_scores
 
@@ -39,13 +47,24 @@ def identity_theta(heads: int, layout: Layout, head_dim: int, device: torch.devi
 
 
 def split_budget(
-    budget: torch.Tensor, is_echo: torch.Tensor, echo_share: float
+    budget: Sequence[float], is_echo: Sequence[bool], echo_share: float
+) -> tuple[list[float], list[float]]:
+    """Per-head ``(exact_frac, echo_frac)`` of :func:`sparse_echo_attention`: echo heads give ``echo_share``
+    of
+    their ``budget`` to echo, sparse heads spend it all on exact tiles."""
+    exact = [b * (1 - echo_share) if e else b for b, e in zip(budget, is_echo)]
+    return exact, [b * echo_share if e else 0.0 for b, e in zip(budget, is_echo)]
+
+
+def pooled_keys(
+    k: torch.Tensor, v: torch.Tensor, layout: Layout, pool: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-head ``(exact_frac, echo_frac)`` of :func:`sparse_echo_attention`: echo heads (``is_echo`` ``[h]``)
-    give
-    ``echo_share`` of their ``budget`` ``[h]`` to echo, sparse heads spend it all on exact tiles."""
-    return torch.where(is_echo, budget * (1 - echo_share), budget), torch.where(
-        is_echo, budget * echo_share, 0.0
+    """Means of padded ``k``, ``v`` ``[B, H, padded_len, D]`` over ``pool`` equal runs of every tile's rows
+    (real tokens only): ``[B, H, n_t * pool, D]`` each; a run without real tokens gives 0."""
+    b, h, _, d = k.shape
+    count = layout.pool_log_count(pool, k.device).exp().clamp_min(1.0)[:, None]
+    return tuple(  # type: ignore[return-value]
+        x.float().reshape(b, h, layout.n_t * pool, layout.block // pool, d).sum(3) / count for x in (k, v)
     )
 
 
@@ -54,51 +73,74 @@ def sparse_echo_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     layout: Layout,
-    exact_frac: torch.Tensor,
-    echo_frac: torch.Tensor,
+    exact_frac: Sequence[float],
+    echo_frac: Sequence[float],
     theta: Theta,
-    max_distance: int,
+    *,
+    model: str = "pooled",
+    pool: int = 8,
+    max_distance: int = 4,
     backend: str = "auto",
     exact_mask: torch.Tensor | None = None,
     extra: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, Allocation]:
     """The Sparse and Echo operators on ``[B, h, S, D]`` heads (per-head budgets; ``echo_frac=0`` = sparse).
 
+    ``model="pooled"`` (and sparse-only heads) runs one fused pass with static shapes: the exact tiles and the
+    pooled keys of the echoed tiles share one online softmax, the echoed tiles' logits shifted by ``w`` of
+    ``theta`` per frame offset. ``model="band"`` echoes skipped tiles from representatives (per-tile partials
+    of exact tiles at the nearest frame of the same band) with the linear map ``theta``, merged by the LSE
+    rule.
+
     Args:
         q, k, v: ``[B, h, S, D]`` after q/k-norm and RoPE (strided views are fine).
         layout: Token layout (``S = F * P``).
-        exact_frac: ``[h]`` exact-tile budget per head; echo_frac: ``[h]`` echo budget per head.
+        exact_frac: Per-head exact-tile budget (fraction of dense FLOPs); echo_frac: per-head echo budget.
         theta: Echo parameters ``(a, c, u, w)`` of shapes ``[h, 2F-1]``, ``[h, 2F-1, D]``, ``[h, 2F-1]``,
-            ``[h, 2F-1]``.
-        max_distance: Max frame distance to a representative.
+            ``[h, 2F-1]`` (the pooled echo reads ``w`` only).
+        model: ``"pooled"`` or ``"band"``.
+        pool: Pooled keys per tile (pooled echo).
+        max_distance: Max frame distance to a representative (band echo).
         backend: Kernel backend.
         exact_mask: *optional* ``[n_t, n_t]`` fixed exact pattern (static-window baseline) instead of the
             estimate.
         extra: *optional* ``(out [B, h, S, D], lse [B, h, S])``: a softmax partial of the same queries over
-            other keys (joint models: the dense text keys), fp32 LSE. It is merged exactly into the
-            block-sparse output by the LSE rule before the echo terms (LSE merging is associative)
+            other keys (joint models: the dense text keys), fp32 LSE, merged exactly by the LSE rule
             [reconstructed].
 
     Returns:
         ``(out [B, h, S, D], allocation)`` with allocation rows ``N = B * h``.
     """
     b, h, _, d = q.shape
+    dev = q.device
     qp, kp, vp = layout.pad(q), layout.pad(k), layout.pad(v)
     p_hat = tile_mass(qp, kp, layout).flatten(0, 1)
-    if exact_mask is None:
-        alloc = allocate(p_hat, layout, d, exact_frac.repeat(b), echo_frac.repeat(b), max_distance)
-    else:
-        bands = {key: val.to(q.device) for key, val in layout.bands.items()}
-        none = torch.zeros(b * h, *bands["pair"].shape, dtype=torch.long, device=q.device)
-        mask = exact_mask.to(q.device).expand(b * h, -1, -1)
+    echo = any(f > 0 for f in echo_frac)
+    if exact_mask is not None:
+        bands = {key: val.to(dev) for key, val in layout.bands.items()}
+        none = torch.zeros(b * h, *bands["pair"].shape, dtype=torch.long, device=dev)
+        mask = exact_mask.to(dev).expand(b * h, -1, -1)
         alloc = from_masks(p_hat, layout, flop_costs(layout, d), mask, none.bool(), none, bands)
+    elif model == "band" and echo:
+        fx, fe = (torch.tensor(x, device=dev).repeat(b) for x in (exact_frac, echo_frac))
+        alloc = allocate(p_hat, layout, d, fx, fe, max_distance)
+    else:
+        n_ex, n_co = tile_counts(layout, d, exact_frac, echo_frac, pool if echo else 0)
+        widths = (-(-max(n_ex) // layout.n_t), max(n_co))
+        alloc = plan_tiles(p_hat, layout, d, _row_ints(n_ex, b, dev), _row_ints(n_co, b, dev), widths, pool)
 
     def rows(x: torch.Tensor) -> torch.Tensor:
         return x.view(b, h, *x.shape[1:])
 
-    valid = layout.valid(q.device)
-    scale = d**-0.5
-    partials = rows(alloc.pairs) if alloc.pairs.shape[1] else None
+    coarse = None
+    if alloc.coarse_lut is not None:
+        kc, vc = pooled_keys(kp, vp, layout, pool)
+        ent = alloc.coarse_lut.long().clamp_min(0)  # [N, n_t, n_c]
+        delta = torch.gather(layout.delta_index(dev).expand(b * h, -1, -1), -1, ent)
+        w = theta[3].float().repeat(b, 1)  # [N, 2F-1]
+        bias = torch.gather(w[:, None, :].expand(-1, layout.n_t, -1), -1, delta)
+        coarse = CoarseKeys(kc, vc, layout.pool_log_count(pool, dev), rows(alloc.coarse_lut), rows(bias))
+    partials = rows(alloc.pairs) if alloc.pairs is not None and alloc.pairs.shape[1] else None
     res = block_sparse_attention(
         qp,
         kp,
@@ -106,10 +148,12 @@ def sparse_echo_attention(
         rows(alloc.lut),
         rows(alloc.lut_count),
         layout.block,
-        scale,
-        valid,
+        d**-0.5,
+        layout.valid(dev),
         tile_partials=partials,
+        coarse=coarse,
         backend=backend,
+        validate=False,
     )
     out, lse = res[0], res[1]
     if extra is not None:  # exact LSE merge (fp32) of the extra keys' partial; padded rows get a dummy 0 LSE
@@ -117,11 +161,26 @@ def sparse_echo_attention(
         merged = torch.logaddexp(lse, x_lse)
         out = out.float() * (lse - merged).exp()[..., None] + x_out * (x_lse - merged).exp()[..., None]
         lse = merged
-    if partials is not None:
+    if partials is not None and alloc.indptr is not None and alloc.entries is not None and len(res) == 3:
         csr = (rows(alloc.indptr), rows(alloc.entries))
-        assert len(res) == 3
         out = echo_merge(out, lse, res[2][0], res[2][1], csr, theta, backend=backend)
     return layout.unpad(out).to(q.dtype), alloc
+
+
+_ROW_INTS: dict[tuple[tuple[int, ...], int, torch.device], torch.Tensor] = {}
+
+
+def _row_ints(per_head: list[int], batch: int, device: torch.device) -> torch.Tensor:
+    """``[batch * h]`` int64 tensor of per-head values, built without a host-to-device copy in the hot path
+    (a fill when all heads agree; otherwise cached per value list outside ``torch.compile``)."""
+    if len(set(per_head)) == 1:
+        return torch.full((batch * len(per_head),), per_head[0], dtype=torch.long, device=device)
+    if torch.compiler.is_compiling():
+        return torch.tensor(per_head, device=device).repeat(batch)
+    key = (tuple(per_head), batch, device)
+    if key not in _ROW_INTS:
+        _ROW_INTS[key] = torch.tensor(per_head, device=device).repeat(batch)
+    return _ROW_INTS[key]
 
 
 def static_route(errors: torch.Tensor, costs: torch.Tensor, budget: float, iters: int = 60) -> torch.Tensor:

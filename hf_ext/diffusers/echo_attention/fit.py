@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from hf_ext.diffusers.echo_attention.core import Theta
+from hf_ext.diffusers.echo_attention.core import Theta, pooled_keys
 from hf_ext.diffusers.echo_attention.layout import Layout
 
 
@@ -161,3 +161,38 @@ def stage1_stats(
                     torch.full((take(lse, y).shape[1],), float(d)),
                     take(weight, x),
                 )
+
+
+def pooled_stats(
+    q: torch.Tensor, k: torch.Tensor, layout: Layout, pool: int, stats: dict[str, torch.Tensor]
+) -> None:
+    """Stage 1 of the pooled echo on one dense call [reconstructed].
+
+    Per (head, frame offset), adds to ``stats`` the gap ``lse_tile - lse_pooled`` between each row's true
+    log-sum-exp over a key tile and its estimate from the tile's pooled keys, weighted by the estimated
+    attention mass ``exp(lse_pooled - lse_row)``; :func:`solve_theta` then gives ``w`` as the weighted mean
+    gap (``a = 1``, ``c = u = 0``). Weighting by the true mass instead favours the peaky tiles that stay exact
+    and overstates the gap of the synthesised ones. ``q, k``: padded ``[B, H, padded_len, D]``.
+    """
+    f, ns, blk = layout.frames, layout.n_s, layout.block
+    bsz, h, _, d = q.shape
+    kc = pooled_keys(k, k, layout, pool)[0].view(bsz, h, f, ns, pool, d)
+    logc = layout.pool_log_count(pool, q.device).view(f, ns, pool)[0]  # the same in every frame
+    qt = q.float().view(bsz, h, f, ns, blk, d)
+    lses = {delta: band_partials(q, k, k, layout, delta, with_out=False)[1] for delta in range(-(f - 1), f)}
+    row = torch.full((bsz, h, f, ns, blk), -math.inf, device=q.device)
+    for delta, lse in lses.items():
+        fq = torch.arange(f - abs(delta), device=q.device) + max(0, -delta)
+        row[:, :, fq] = torch.logaddexp(row[:, :, fq], lse.logsumexp(3).permute(0, 1, 3, 2, 4))
+    qvalid = layout.valid(q.device)
+    qv = torch.ones(ns, blk, device=q.device) if qvalid is None else qvalid.view(f, ns, blk)[0].float()
+    for delta, lse in lses.items():
+        fq = torch.arange(f - abs(delta), device=q.device) + max(0, -delta)
+        logits = torch.einsum("bhfsid,bhftjd->bhstfij", qt[:, :, fq], kc[:, :, fq + delta]) * d**-0.5
+        est = (logits + logc[None, None, None, :, None, None, :]).logsumexp(-1)  # [B, H, n_s, n_s, F', b]
+        ref = row[:, :, fq].permute(0, 1, 3, 2, 4)[:, :, :, None]
+        weight = torch.exp(est - ref) * qv[None, None, :, None, None, :]
+        gap = torch.where(torch.isfinite(lse) & torch.isfinite(est), lse - est, 0.0)
+        g = delta + f - 1
+        stats["W"][:, g] += weight.double().transpose(0, 1).reshape(h, -1).sum(-1)
+        stats["Sr"][:, g] += (weight * gap).double().transpose(0, 1).reshape(h, -1).sum(-1)

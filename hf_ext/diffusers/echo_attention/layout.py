@@ -74,6 +74,17 @@ class Layout:
         x = x.reshape(*shape[:2], self.frames, self.n_s * self.block, *shape[3:])
         return x[:, :, :, : self.tokens_per_frame].reshape(*shape[:2], self.seq_len, *shape[3:])
 
+    def delta_index(self, device: torch.device) -> torch.Tensor:
+        """``[n_t, n_t]`` frame-offset index ``f_k - f_q + F - 1`` of every tile pair."""
+        frame = torch.arange(self.n_t, device=device) // self.n_s
+        return frame[None, :] - frame[:, None] + self.frames - 1
+
+    def pool_log_count(self, pool: int, device: torch.device) -> torch.Tensor:
+        """``[n_t * pool]``: log of the real tokens under each of the ``pool`` pooled keys of every tile."""
+        real = torch.arange(self.n_s * self.block, device=device) < self.tokens_per_frame
+        count = real.view(self.n_s, pool, self.block // pool).sum(-1).float().repeat(self.frames, 1)
+        return count.log().flatten()
+
     @cached_property
     def bands(self) -> dict[str, torch.Tensor]:
         """Index tensors of the group view ``[G, F]`` (``G = (2F-1) * n_s^2``, member = query frame).
@@ -100,13 +111,16 @@ class Layout:
         }
 
 
-def flop_costs(layout: Layout, head_dim: int) -> dict[str, float]:
+def flop_costs(layout: Layout, head_dim: int, pool: int = 0) -> dict[str, float]:
     """FLOP counts: dense ``4 S^2 D`` (unpadded S), estimate ``2 S D + 2 n_t^2 D``, exact tile ``4 b^2 D``
-    (padding included), echoed tile ``6 b D``."""
+    (padding included), echoed tile ``6 b D`` (representative echo); with ``pool`` pooled keys per tile also
+    ``pool_keys`` ``2 S D`` (pooled keys and values) and ``coarse`` ``4 b pool D`` per synthesised tile."""
     s, b, d = layout.seq_len, layout.block, head_dim
     return {
         "dense": 4.0 * s * s * d,
         "estimate": 2.0 * layout.padded_len * d + 2.0 * layout.n_t**2 * d,
         "exact": 4.0 * b * b * d,
         "echo": 6.0 * b * d,
+        "pool_keys": 2.0 * layout.padded_len * d,
+        "coarse": 4.0 * b * pool * d,
     }

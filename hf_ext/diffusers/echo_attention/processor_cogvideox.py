@@ -142,15 +142,15 @@ class EchoCogVideoXAttnProcessor(RoutedAttention, CogVideoXAttnProcessor2_0):
         dense = [h for h, o in enumerate(ops) if o == DENSE]
         routed = [h for h, o in enumerate(ops) if o != DENSE]
         if dense:
-            out[:, dense] = F.scaled_dot_product_attention(query[:, dense], key[:, dense], value[:, dense])
+            q, k, v = (self.take_heads(x, dense, dim=1) for x in (query, key, value))
+            out = self.put_heads(out, dense, F.scaled_dot_product_attention(q, k, v), dim=1)
         if routed:
-            out[:, routed, :text_len] = F.scaled_dot_product_attention(
-                query[:, routed, :text_len], key[:, routed], value[:, routed]
-            )
-            extra = dense_partial(video[0][:, routed], key[:, routed, :text_len], value[:, routed, :text_len])
+            q, k, v = (self.take_heads(x, routed, dim=1) for x in (query, key, value))
+            out_t = F.scaled_dot_product_attention(q[:, :, :text_len], k, v)
+            extra = dense_partial(q[:, :, text_len:], k[:, :, :text_len], v[:, :, :text_len])
             vq, vk, vv = (t.transpose(1, 2) for t in video)
-            out_v = self.run_routed(vq, vk, vv, routed, ops, budgets, extra=extra)
-            out[:, routed, text_len:] = out_v.transpose(1, 2).to(out.dtype)
+            out_v = self.run_routed(vq, vk, vv, routed, ops, budgets, extra=extra).transpose(1, 2)
+            out = self.put_heads(out, routed, torch.cat([out_t, out_v.to(out_t.dtype)], 2), dim=1)
         out = out.transpose(1, 2).reshape(b, n, -1)
         out = attn.to_out[1](attn.to_out[0](out))
         encoder_out, out = out.split([text_len, n - text_len], dim=1)

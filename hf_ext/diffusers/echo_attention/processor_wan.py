@@ -79,18 +79,20 @@ class EchoWanAttnProcessor(RoutedAttention, WanAttnProcessor):
         dense = [h for h, o in enumerate(ops) if o == DENSE]
         routed = [h for h, o in enumerate(ops) if o != DENSE]
         if dense:
-            out[:, :, dense] = dispatch_attention_fn(
-                query[:, :, dense],
-                key[:, :, dense],
-                value[:, :, dense],
+            q, k, v = (self.take_heads(x, dense) for x in (query, key, value))
+            o = dispatch_attention_fn(
+                q,
+                k,
+                v,
                 attn_mask=attention_mask,
                 dropout_p=0.0,
                 is_causal=False,
                 backend=self._attention_backend,
                 parallel_config=None,
-            ).to(out.dtype)
+            )
+            out = self.put_heads(out, dense, o)
         if routed:
-            out[:, :, routed] = self.run_routed(query, key, value, routed, ops, budgets).to(out.dtype)
+            out = self.put_heads(out, routed, self.run_routed(query, key, value, routed, ops, budgets))
         hidden_states = out.flatten(2, 3).type_as(query)
         return attn.to_out[1](attn.to_out[0](hidden_states))
 

@@ -10,7 +10,7 @@ records ``(F, P)`` and the denoising-step index.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -78,11 +78,13 @@ class EchoContext(StepContext):
         calibrating: Ignore the dense schedule (calibration evaluates the operators at every step).
         force_dense: Run every head densely (recording the dense reference).
         record: When not ``None``, processors append an :class:`AttnRecord` per layer here.
+        warned: Layouts already warned about (no calibration there: uncalibrated sparse).
     """
 
     calibrating: bool = False
     force_dense: bool = False
     record: dict[int, list[AttnRecord]] | None = None
+    warned: set[tuple[int, int]] = field(default_factory=set)
 
     timestep_position: ClassVar[int] = 1  # positional index of ``timestep`` in the transformer's forward
 
@@ -134,20 +136,37 @@ class RoutedAttention:
         return self.context.layout
 
     def current_layout(self, seq_len: int) -> Layout:
-        """The hook's layout for a call with ``seq_len`` video tokens (checked against the calibration)."""
+        """The hook's layout for a call with ``seq_len`` video tokens."""
         layout = self.require_hook()
         if layout.seq_len != seq_len:
             raise ValueError(f"layout {layout} does not match the {seq_len} video tokens of this call.")
-        self.params.check_layout(layout)
         return layout
 
     def head_routes(self, heads: int) -> tuple[list[int], list[float]]:
-        """Per-head (operator code, budget) of this call: schedule, then calibrated routes, then ``mode``."""
-        cfg, ctx = self.config, self.context
+        """Per-head (operator code, budget) of this call: schedule, then calibrated routes, then ``mode``.
+
+        A calibrated handle called at a layout it has no fit for runs every head with the uncalibrated Sparse
+        operator at ``budget`` and logs one warning per layout.
+        """
+        cfg, ctx, params = self.config, self.context, self.params
         scheduled = ctx.step < cfg.dense_first_steps and not ctx.calibrating
         if ctx.force_dense or cfg.mode == "dense" or self.layer in cfg.dense_layers or scheduled:
             return [DENSE] * heads, [1.0] * heads
-        routes = self.params.routes(self.layer)
+        layout = self.require_hook()
+        if params.calibrated and params.fit(layout) is None and not ctx.calibrating:
+            if (layout.frames, layout.tokens_per_frame) not in ctx.warned:
+                ctx.warned.add((layout.frames, layout.tokens_per_frame))
+                logger.warning(
+                    "EchoAttention has no calibration for (F, P) = (%d, %d) (calibrated: %s); running the "
+                    "uncalibrated Sparse operator at budget %s there. Run calibrate_echo at this layout to "
+                    "add it.",
+                    layout.frames,
+                    layout.tokens_per_frame,
+                    ", ".join(params.fits),
+                    cfg.budget,
+                )
+            return [SPARSE] * heads, [cfg.budget] * heads
+        routes = params.routes(self.layer, layout)
         if routes is not None:
             return routes
         op = SPARSE if cfg.mode == "sparse" else ECHO
@@ -175,17 +194,36 @@ class RoutedAttention:
         lse [B, h, S])``, merged exactly by
         :func:`~hf_ext.diffusers.echo_attention.core.sparse_echo_attention`.
         """
-        cfg, layout = self.config, self.context.layout
-        assert layout is not None
-        dev = query.device
-        bud = torch.tensor([budgets[h] for h in heads], device=dev)
-        is_echo = torch.tensor([ops[h] == ECHO for h in heads], device=dev)
-        exact, echo = split_budget(bud, is_echo, cfg.echo_share)
-        theta = self.params.theta(self.layer, heads, layout, query.shape[-1], dev)
-        q, k, v = (x[:, :, heads].transpose(1, 2) for x in (query, key, value))
+        cfg, layout = self.config, self.require_hook()
+        exact, echo = split_budget(
+            [budgets[h] for h in heads], [ops[h] == ECHO for h in heads], cfg.echo_share
+        )
+        theta = self.params.theta(self.layer, heads, layout, query.device)
+        q, k, v = (self.take_heads(x, heads).transpose(1, 2) for x in (query, key, value))
         backend = "torch" if torch.is_grad_enabled() and theta[0].requires_grad else cfg.backend  # stage 3
         out, alloc = sparse_echo_attention(
-            q, k, v, layout, exact, echo, theta, cfg.max_echo_distance, backend, extra=extra
+            q,
+            k,
+            v,
+            layout,
+            exact,
+            echo,
+            theta,
+            **cfg.operator_kwargs(),
+            backend=backend,
+            extra=extra,
         )
-        self.params.last_alloc[self.layer] = (heads, alloc)
+        self.params.last_alloc[self.layer] = (heads, [ops[h] for h in heads], alloc)
         return out.transpose(1, 2)
+
+    def take_heads(self, x: torch.Tensor, heads: list[int], dim: int = 2) -> torch.Tensor:
+        """``x`` restricted to ``heads`` along ``dim`` (a view when every head is taken)."""
+        if heads == list(range(x.shape[dim])):
+            return x
+        return x.index_select(dim, self.params.heads_index(heads, x.device))
+
+    def put_heads(self, out: torch.Tensor, heads: list[int], src: torch.Tensor, dim: int = 2) -> torch.Tensor:
+        """``out`` with ``src`` written into ``heads`` along ``dim`` (``src`` when every head is given)."""
+        if heads == list(range(out.shape[dim])):
+            return src.to(out.dtype)
+        return out.index_copy(dim, self.params.heads_index(heads, out.device), src.to(out.dtype))
