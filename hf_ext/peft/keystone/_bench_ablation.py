@@ -19,7 +19,14 @@ from torch import nn
 from hf_ext.benchmarking import Timer
 from hf_ext.peft.keystone._bench_data import DOMAINS, GIBBERISH, GREEDY, HELDOUT, PROBE_GROUPS
 from hf_ext.peft.keystone.ablate import DEFAULT_TARGETS, ablate_neurons, pool_modules, random_neuron_set
-from hf_ext.peft.keystone.core import cross_task_scores, neuron_activations, pairwise_iou, text_nll, top_k_set
+from hf_ext.peft.keystone.core import (
+    cross_task_scores,
+    keystone_iou,
+    neuron_activations,
+    pairwise_iou,
+    text_nll,
+    top_k_set,
+)
 from hf_ext.peft.keystone.sets import KeystoneSet, base_linear
 
 logger = logging.getLogger(__name__)
@@ -103,8 +110,11 @@ def _greedy(model: nn.Module, tok: Any, prompt: str) -> str:
 
 
 def ablation_rows(model: nn.Module, tok: Any, *, quick: bool, seed: int) -> tuple[list[dict[str, Any]], dict]:
-    """Part A rows (one per selection and ``k``, plus random draws and the un-ablated model) and the facts
-    the notes and the docs need: sets, IoU, anatomy, massive channels, greedy samples, costs."""
+    """Part A rows (one per selection and ``k``, random draws, the un-ablated model) and what is behind them.
+
+    The second value holds the top-30 sets, IoU, the set's anatomy, the massive channels, greedy samples and
+    costs, for the notes and the docs.
+    """
     method_sizes, control_sizes = ((30,), (30,)) if quick else ((3, 10, 30), (10, 30))
     draws = {30: 3} if quick else {3: 3, 10: 5, 30: 10}
     with Timer() as probe:
@@ -171,7 +181,7 @@ def ablation_rows(model: nn.Module, tok: Any, *, quick: bool, seed: int) -> tupl
         "probe_seconds": probe.seconds,
         "seconds_per_ablation_eval": sum(eval_seconds) / len(eval_seconds),
         "iou": iou,
-        "iou_gibberish": _iou(top, sets["gibberish prompts", 30]),
+        "iou_gibberish": keystone_iou(top, sets["gibberish prompts", 30]),
         "random_nll": random_nll,
         "base": base,
         "sets": {name: sets[name, 30] for name in selections},
@@ -180,9 +190,3 @@ def ablation_rows(model: nn.Module, tok: Any, *, quick: bool, seed: int) -> tupl
         "greedy": greedy,
     }
     return rows, info
-
-
-def _iou(a: KeystoneSet, b: KeystoneSet) -> float:
-    from hf_ext.peft.keystone.core import keystone_iou
-
-    return keystone_iou(a, b)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +30,18 @@ def plot_ablation(rows: list[dict[str, Any]], path: Path) -> str:
     a_rows = [r for r in rows if r.get("table") == "A" and r["k"] > 0]
     base = next(r["nll"] for r in rows if r.get("system") == "no ablation")
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for system in dict.fromkeys(r["system"] for r in a_rows):
-        pts = sorted((r["k"], r["nll"]) for r in a_rows if r["system"] == system)
+    series: dict[str, list[tuple[int, float]]] = {}
+    for r in a_rows:  # "random (max of 10)" at k=30 and "random (max of 5)" at k=10 are one series
+        series.setdefault(re.sub(r" of \d+\)", ")", r["system"]), []).append((r["k"], r["nll"]))
+    for system, pts in series.items():
         style = "--" if system.startswith("random") else "-"
-        ax.plot(*zip(*pts), style, marker="o", label=system, lw=2.5 if system.startswith("keystone") else 1.2)
+        lw = 2.5 if system.startswith("keystone") else 1.2
+        ax.plot(*zip(*sorted(pts)), style, marker="o", label=system, lw=lw)
     ax.axhline(base, color="black", lw=0.8, ls=":", label="no ablation")
     ax.set_xscale("log")
+    ks = sorted({r["k"] for r in a_rows})
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.minorticks_off()
     ax.set_xlabel("neurons zeroed (k)")
     ax.set_ylabel("held-out NLL (nats/token)")
     ax.set_title("Gemma-3-270M: ablating the top-k neurons of each selection")
