@@ -11,6 +11,8 @@ import torch.nn.functional as F
 from peft.tuners.tuners_utils import BaseTunerLayer, check_adapters_to_merge
 from torch import nn
 
+from hf_ext._registry import paper
+
 
 class KeystoneLayer(BaseTunerLayer):
     """Keystone-only fine-tuning state: per adapter, row indices and a delta of exactly those rows.
@@ -20,6 +22,7 @@ class KeystoneLayer(BaseTunerLayer):
     holds only the deltas.
     """
 
+    _paper = paper("keystone")
     adapter_layer_names: tuple[str, ...] = ("keystone_delta",)
     other_param_names: tuple[str, ...] = ("keystone_rows",)
 
