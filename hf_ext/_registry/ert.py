@@ -20,6 +20,7 @@ METHOD = MethodInfo(
         "SizeCoverageCorrelation": "hf_ext.metrics.conditional_coverage",
         "excess_risk_target_coverage": f"{_F}.ert",
         "ert_from_predictions": f"{_F}.ert",
+        "ert_test": f"{_F}.ert",
         "coverage_gap": f"{_F}.conditional_coverage",
         "feature_stratified_coverage": f"{_F}.conditional_coverage",
         "size_stratified_coverage": f"{_F}.conditional_coverage",
@@ -60,7 +61,9 @@ METHOD = MethodInfo(
         "default coverage classifier: calibrated HistGradientBoosting (the paper uses 8 averaged "
         "LightGBM models + a probmetrics calibrator, available as classifier='covmetrics')",
         "fold values averaged unweighted (as covmetrics; the paper may weight by fold size)",
-        "plug-in one-sided z-test on pooled held-out L1 differences (benchmark FPR check)",
+        "p-value: exact held-out test of ERT-L1 on a train/test split (the cross-fitted value has no valid "
+        "closed-form p-value: its folds share training data)",
+        "folds drawn over the rows in a canonical order (the value does not depend on row order)",
         "exact fast worst-slab search by bisection on prefix sums",
         "holdout WSC and default delta=0.1",
         "seeded k-means for SSC/EOC/CovGap groupings (covmetrics is unseeded)",

@@ -1,4 +1,4 @@
-"""Settings of the ``hf-ext bench ert`` power study (see ``docs/methods/ert.md``)."""
+"""Settings of ``hf-ext bench ert`` (see ``docs/methods/ert.md``)."""
 
 from __future__ import annotations
 
@@ -8,31 +8,43 @@ from typing import Any
 
 @dataclass(frozen=True)
 class BenchConfig:
-    """Sizes and statistic settings of the ERT power benchmark.
+    """Sizes and statistic settings of the ERT benchmark.
 
     Attributes:
-        ns: Sample sizes compared at equal n.
+        validity_ns: Sample sizes of the false-positive-rate study of the tests that need no simulation.
+        r_validity: Null data sets (p == tau, d = ``validity_dim``) per n of that study.
+        r_validity_power: Alternative data sets (``validity_shape``) per n of that study.
+        validity_dim: Feature dimension of its nulls (the dimension of ``validity_shape``).
+        validity_shape: Alternative of that study.
+        zscore_max_n: Largest n at which the plug-in z-test on cross-fitted differences also runs (it costs
+            a cross-fit per data set).
+        ns: Sample sizes of the power comparison at equal size.
         shapes: Alternative miscoverage shapes (keys of :data:`hf_ext.ert._bench_shapes.SHAPES`).
-        r_null: Null data sets (p == tau) per feature dimension and n; they set each statistic's 5% threshold.
+        r_null: Null data sets per feature dimension and n; they set each statistic's Monte-Carlo threshold.
         r_alt: Alternative data sets per shape and n.
-        r_fresh: Fresh null data sets per dimension and n (other seeds) on which the false-positive rate is
-            measured.
         r_estimate: Data sets per shape for the estimation check (default calibrated vs bench classifier).
         estimate_shapes: Shapes of the estimation check.
         n_estimate: Sample size of the estimation check.
         tau: Target coverage.
         level: Test level.
         hgb_max_iter, hgb_leaves, n_splits: The uncalibrated bench classifier of ERT-L1 and its folds.
+        test_size: Held-out fraction of the exact ERT-L1 test.
         covgap_groups: k-means cells for CovGap.
         wsc_delta, wsc_directions: WSC slab mass and number of directions.
         truth_draws: Monte-Carlo draws for the true E|p - tau|, E(p - tau)^2 and E KL(p || tau).
+        n_jobs: Worker processes over data sets (each runs one thread).
     """
 
+    validity_ns: tuple[int, ...] = (500, 2000, 10000)
+    r_validity: int = 600
+    r_validity_power: int = 100
+    validity_dim: int = 10
+    validity_shape: str = "localized"
+    zscore_max_n: int = 2000
     ns: tuple[int, ...] = (1000, 2000)
     shapes: tuple[str, ...] = ("localized", "oblique", "step", "xor", "sparse")
     r_null: int = 60
     r_alt: int = 60
-    r_fresh: int = 25
     r_estimate: int = 3
     estimate_shapes: tuple[str, ...] = ("localized", "oblique", "step", "xor", "sparse")
     n_estimate: int = 2000
@@ -41,19 +53,24 @@ class BenchConfig:
     hgb_max_iter: int = 60
     hgb_leaves: int = 8
     n_splits: int = 3
+    test_size: float = 0.5
     covgap_groups: int = 16
     wsc_delta: float = 0.1
     wsc_directions: int = 100
     truth_draws: int = 400_000
+    n_jobs: int = 2
 
     @classmethod
     def quick(cls) -> BenchConfig:
-        """A < 60 s version: n = 1000 only, 8 null / 8 alternative / 6 fresh data sets, 1 estimation set."""
+        """A < 60 s version: few data sets, n <= 2000; figures are indicative only."""
         return cls(
+            validity_ns=(500, 2000),
+            r_validity=40,
+            r_validity_power=10,
             ns=(1000,),
+            shapes=("localized", "step", "sparse"),
             r_null=8,
             r_alt=8,
-            r_fresh=6,
             r_estimate=1,
             estimate_shapes=("step",),
             n_estimate=1000,

@@ -1,8 +1,7 @@
 """Synthetic miscoverage shapes with known conditional coverage p(x), for the ERT power benchmark.
 
 X ~ U(-1, 1)^d and Z ~ Bernoulli(p(X)); every shape has marginal coverage tau = 0.9 (the compensating levels
-are
-chosen so), so only *conditional* miscoverage can be detected.
+are chosen so), so only *conditional* miscoverage can be detected.
 """
 
 from __future__ import annotations

@@ -1,29 +1,25 @@
-"""``hf-ext bench ert``: power at equal n and false-positive rate of ERT-L1 vs CovGap, weighted CovGap and
-WSC.
+"""``hf-ext bench ert``: is the ERT p-value valid, and how powerful is ERT-L1 against CovGap and WSC?
 
-Synthetic designs with known p(x) (:mod:`hf_ext.ert._bench_shapes`), plus a real-data demo without ground
-truth
-(split-conformal sets of a logistic regression on scikit-learn's ``load_digits``). Everything runs on one CPU
-thread.
+Synthetic designs with known p(x) (:mod:`hf_ext.ert._bench_shapes`, X ~ U(-1, 1)^d, tau = 0.9), plus a
+real-data demo without ground truth (split-conformal sets of a logistic regression on scikit-learn's
+``load_digits``). Data sets run over ``n_jobs`` worker processes, one thread each.
 
-* Power: each statistic's threshold is the Monte-Carlo 95% quantile of its own simulated null (p == tau, same
-  d
-  and n; :func:`null_threshold`), so all statistics are compared at equal size; power = share of alternative
-  data
-  sets strictly above it.
-* FPR: measured on fresh null data sets (other seeds) that did not set the thresholds, with a Wilson 95%
-  interval;
-  also for the plug-in one-sided 5% z-test on pooled held-out L1 differences [reconstructed], on every null
-  set.
-* Estimation: ERT-L1/L2/KL and over/under parts with the hf-ext default (calibrated) classifier and with the
-  uncalibrated bench classifier, against the exact truth (Monte Carlo over p(x)).
+* Validity: false-positive rate at the 5% level on ``r_validity`` null data sets (p == tau) per n, with a
+  Wilson 95% interval, and power on the localized shape, for the exact held-out test that hf-ext ships
+  (:func:`hf_ext.metrics.functional.ert_test`) and for a normal approximation on the pooled cross-fitted
+  differences (the plug-in z-test, whose folds share training data).
+* Power at equal size: each thresholded statistic's threshold is the Monte-Carlo 5% threshold of its own
+  simulated null (same d and n; :func:`~hf_ext.ert._bench_stats.null_threshold`); the held-out test uses its
+  own p-value; power = share of alternative data sets rejected. A random test (rejects 5% of the time) is
+  the trivial baseline.
+* Estimation: ERT-L1/L2/KL and the over/under parts with the hf-ext default (calibrated) classifier and with
+  the uncalibrated bench classifier, against the truth (Monte Carlo over p(x)).
 """
 
 from __future__ import annotations
 
-import logging
 import math
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,193 +28,139 @@ from hf_ext.benchmarking import BenchReport, Headline, Timer, mean_se, verdict
 from hf_ext.ert import _bench_shapes as shapes
 from hf_ext.ert import legacy
 from hf_ext.ert._bench_config import BenchConfig
-from hf_ext.ert.core import (
-    cross_fit_ert,
-    cross_fit_predictions,
-    ert_table,
-    per_sample_excess_risk,
-    z_test_pvalue,
+from hf_ext.ert._bench_stats import (
+    BASELINES,
+    HELD_OUT,
+    METHOD,
+    RANDOM,
+    THRESHOLDED,
+    ZTEST,
+    bench_classifier,
+    column,
+    data_rng,
+    null_threshold,
+    rate_ci,
+    simulate,
 )
+from hf_ext.ert.core import cross_fit_ert, split_test
 from hf_ext.ert.slab import worst_slab_coverage
 
-logger = logging.getLogger(__name__)
-
-METHOD = "ERT-L1"
-ZTEST = "ERT-L1 z-test"
-BASELINES = ("CovGap", "CovGap (weighted)", "WSC")
-STATS = (METHOD, *BASELINES)
-#: Stable integer code per design, used to derive data-set seeds.
-_CODES = {
-    "null": 0,
-    "fresh": 1,
-    "localized": 2,
-    "oblique": 3,
-    "step": 4,
-    "xor": 5,
-    "sparse": 6,
-    "estimate": 7,
-}
+#: The false-positive rate the validity study must land in, at every n.
+FPR_BAND = (0.03, 0.07)
 
 
-def bench_classifier(cfg: BenchConfig, seed: int) -> Any:
-    """The uncalibrated HGB used for power (cheap; L1 only needs the side of tau)."""
-    from sklearn.ensemble import HistGradientBoostingClassifier
-
-    return HistGradientBoostingClassifier(
-        max_iter=cfg.hgb_max_iter, max_leaf_nodes=cfg.hgb_leaves, early_stopping=False, random_state=seed
-    )
+def _rejections(stats: list[dict[str, float]], key: str, level: float, threshold: float | None) -> np.ndarray:
+    values = column(stats, key)
+    return values <= level if threshold is None else values > threshold
 
 
-def statistics(x: np.ndarray, z: np.ndarray, cfg: BenchConfig, seed: int) -> dict[str, float]:
-    """Every test statistic on one data set (larger = more evidence of miscoverage) and its seconds."""
-    from sklearn.cluster import KMeans
-
-    tau = np.full(z.shape[0], cfg.tau)
-    out: dict[str, float] = {}
-    with Timer() as t:
-        h, fold = cross_fit_predictions(x, z, bench_classifier(cfg, seed), cfg.n_splits, seed)
-        out[METHOD] = ert_table(h, z, tau, fold)["l1"]
-        out[ZTEST] = z_test_pvalue(per_sample_excess_risk(h, z, tau, "l1"))
-    out[f"{METHOD} s"] = out[f"{ZTEST} s"] = t.seconds
-    with Timer() as t:
-        groups = KMeans(n_clusters=cfg.covgap_groups, n_init=1, random_state=seed).fit_predict(x)
-        counts, hits = legacy.group_sums(groups, z)
-        out["CovGap"] = legacy.gap_from_sums(counts, hits, 1 - cfg.tau)
-        out["CovGap (weighted)"] = legacy.gap_from_sums(counts, hits, 1 - cfg.tau, weighted=True)
-    out["CovGap s"] = out["CovGap (weighted) s"] = t.seconds
-    with Timer() as t:
-        out["WSC"] = cfg.tau - worst_slab_coverage(x, z, cfg.wsc_delta, cfg.wsc_directions, seed)
-    out["WSC s"] = t.seconds
-    return out
-
-
-def _seed(seed: int, kind: str, dim: int, n: int, r: int) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence([seed, _CODES[kind], dim, n, r]))
-
-
-def _simulate(
-    p: Callable[[np.ndarray], np.ndarray], dim: int, n: int, reps: int, kind: str, cfg: BenchConfig, seed: int
-) -> list[dict[str, float]]:
-    out = []
-    for r in range(reps):
-        rng = _seed(seed, kind, dim, n, r)
-        x, z = shapes.sample(p, dim, n, rng)
-        out.append(statistics(x, z, cfg, int(rng.integers(2**31 - 1))))
-    return out
-
-
-def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """Wilson 95% interval of a binomial proportion ``k / n``."""
-    if n == 0:
-        return float("nan"), float("nan")
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
-
-
-def null_threshold(null_values: np.ndarray, level: float) -> float:
-    """Monte-Carlo test threshold: the ceil((R + 1)(1 - level))-th smallest of R null values (capped at R).
-
-    A fresh null value exceeds it with probability <= ``level`` (exchangeability), whereas the interpolated
-    empirical
-    95% quantile of R = 60 values is exceeded about 6.6% of the time.
-    """
-    r = null_values.size
-    k = min(math.ceil((r + 1) * (1 - level)), r)
-    return float(np.sort(null_values)[k - 1])
-
-
-def _col(stats: list[dict[str, float]], key: str) -> np.ndarray:
-    return np.array([s[key] for s in stats])
-
-
-def _power_rows(cfg: BenchConfig, seed: int) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    dims = sorted({shapes.SHAPES[s].dim for s in cfg.shapes})
-    for n in cfg.ns:
-        nulls = {d: _simulate(shapes.exact, d, n, cfg.r_null, "null", cfg, seed) for d in dims}
-        fresh = {d: _simulate(shapes.exact, d, n, cfg.r_fresh, "fresh", cfg, seed) for d in dims}
-        thresholds = {
-            (d, k): float(np.quantile(_col(nulls[d], k), 1 - cfg.level)) for d in dims for k in STATS
-        }
-        for name in cfg.shapes:
-            shape = shapes.SHAPES[name]
-            alts = _simulate(shape.p, shape.dim, n, cfg.r_alt, name, cfg, seed)
-            true_l1 = shapes.truth(shape.p, shape.dim, cfg.truth_draws)["l1"]
-            block = []
-            for key in (*STATS, ZTEST):
-                vals = _col(alts, key)
-                power = (
-                    float(np.mean(vals <= cfg.level))
-                    if key == ZTEST
-                    else float(np.mean(vals > thresholds[(shape.dim, key)]))
+def _validity_rows(cfg: BenchConfig, seed: int) -> list[dict[str, Any]]:
+    """FPR (nulls) and power (``validity_shape``) of the tests that need no simulated null, at each n."""
+    rows = []
+    alt = shapes.SHAPES[cfg.validity_shape]
+    for n in cfg.validity_ns:
+        cross_fit = n <= cfg.zscore_max_n
+        nulls = simulate(
+            shapes.exact,
+            cfg.validity_dim,
+            n,
+            cfg.r_validity,
+            "validity-null",
+            cfg,
+            seed,
+            cross_fit=cross_fit,
+            baselines=False,
+        )
+        alts = simulate(
+            alt.p,
+            alt.dim,
+            n,
+            cfg.r_validity_power,
+            "validity-alt",
+            cfg,
+            seed,
+            cross_fit=cross_fit,
+            baselines=False,
+        )
+        for key in (HELD_OUT, ZTEST) if cross_fit else (HELD_OUT,):
+            hits = int(_rejections(nulls, key, cfg.level, None).sum())
+            lo, hi = rate_ci(hits, len(nulls))
+            row: dict[str, Any] = {
+                "part": "validity",
+                "system": key,
+                "is_baseline": key == ZTEST,
+                "shape": f"none / {cfg.validity_shape}",
+                "d": cfg.validity_dim,
+                "n": n,
+                "null_sets": len(nulls),
+                "fpr": hits / len(nulls),
+                "fpr_lo": lo,
+                "fpr_hi": hi,
+                "power": float(_rejections(alts, key, cfg.level, None).mean()),
+                "sec_per_eval": float(column(nulls, f"{key} s").mean()),
+            }
+            if key == HELD_OUT:  # its exact size given each null set's h: the FPR without sampling noise
+                row["exact_size"] = float(column(nulls, f"{key} size").mean())
+            if key == ZTEST:  # how far the plug-in SE understates the null spread of the cross-fitted mean
+                row["sd_ratio"] = float(
+                    column(nulls, METHOD).std(ddof=1) / column(nulls, f"{ZTEST} se").mean()
                 )
-                row: dict[str, Any] = {
-                    "system": key,
-                    "is_baseline": key in BASELINES,
-                    "shape": name,
-                    "d": shape.dim,
-                    "n": n,
-                    "power": power,
-                }
-                if key == METHOD:
-                    mean, se, _ = mean_se(vals)
-                    row.update(mean_stat=mean, se=se, true_l1=true_l1)
-                elif key != ZTEST:
-                    row.update(mean_stat=float(vals.mean()))
-                row["sec_per_eval"] = float(_col(alts, f"{key} s").mean())
-                block.append(row)
-            _add_ratios(block)
-            rows += block
-            logger.info("n=%d %s: %s", n, name, {r["system"]: r["power"] for r in block})
-        rows += _null_rows(cfg, n, dims, nulls, fresh, thresholds)
+            rows.append(row)
     return rows
 
 
-def _add_ratios(block: list[dict[str, Any]]) -> None:
-    ref = next(r for r in block if r["system"] == "CovGap")
-    for r in block:
-        r["power_vs_covgap"] = (
-            r["power"] / ref["power"] if ref["power"] else float("inf") if r["power"] else 1.0
-        )
-        r["time_vs_covgap"] = r["sec_per_eval"] / ref["sec_per_eval"]
-
-
-def _null_rows(
-    cfg: BenchConfig,
-    n: int,
-    dims: list[int],
-    nulls: dict[int, list[dict[str, float]]],
-    fresh: dict[int, list[dict[str, float]]],
-    thresholds: dict[tuple[int, str], float],
-) -> list[dict]:
-    """Rows of the exact-coverage design ("none"): FPR on fresh nulls (pooled over d) and null means."""
-    rows = []
-    for key in (*STATS, ZTEST):
-        if key == ZTEST:  # no simulated threshold: every null data set is a fresh one for the plug-in test
-            pvals = np.concatenate([_col(nulls[d] + fresh[d], key) for d in dims])
-            hits, total = int(np.sum(pvals <= cfg.level)), pvals.size
-            null_mean = float("nan")
-        else:
-            hits = int(sum(np.sum(_col(fresh[d], key) > thresholds[(d, key)]) for d in dims))
-            total = sum(len(fresh[d]) for d in dims)
-            null_mean = float(np.mean(np.concatenate([_col(nulls[d], key) for d in dims])))
-        lo, hi = wilson(hits, total)
-        rows.append(
-            {
+def _power_rows(cfg: BenchConfig, seed: int) -> list[dict[str, Any]]:
+    """Power at equal size on every shape and n, and the null rows ("none": bias and held-out FPR)."""
+    rows: list[dict[str, Any]] = []
+    dims = sorted({shapes.SHAPES[s].dim for s in cfg.shapes})
+    for n in cfg.ns:
+        nulls = {d: simulate(shapes.exact, d, n, cfg.r_null, "null", cfg, seed) for d in dims}
+        thresholds = {
+            (d, k): null_threshold(column(nulls[d], k), cfg.level) for d in dims for k in THRESHOLDED
+        }
+        for name in cfg.shapes:
+            shape = shapes.SHAPES[name]
+            alts = simulate(shape.p, shape.dim, n, cfg.r_alt, name, cfg, seed)
+            true_l1 = shapes.truth(shape.p, shape.dim, cfg.truth_draws)["l1"]
+            block = []
+            for key in (METHOD, HELD_OUT, *BASELINES, RANDOM):
+                threshold = thresholds[(shape.dim, key)] if key in THRESHOLDED else None
+                row: dict[str, Any] = {
+                    "part": "power",
+                    "system": key,
+                    "is_baseline": key in (*BASELINES, RANDOM),
+                    "shape": name,
+                    "d": shape.dim,
+                    "n": n,
+                    "power": float(_rejections(alts, key, cfg.level, threshold).mean()),
+                }
+                if key == METHOD:
+                    mean, se, _ = mean_se(column(alts, key))
+                    row.update(mean_stat=mean, se=se, true_l1=true_l1)
+                elif key in BASELINES:
+                    row["mean_stat"] = float(column(alts, key).mean())
+                row["sec_per_eval"] = float(column(alts, f"{key} s").mean())
+                block.append(row)
+            ref = next(r for r in block if r["system"] == "CovGap")
+            for r in block:
+                r["power_vs_covgap"] = r["power"] / ref["power"] if ref["power"] else math.inf
+            rows += block
+        for key in (METHOD, HELD_OUT, *BASELINES):
+            pooled = [s for d in dims for s in nulls[d]]
+            row = {
+                "part": "power",
                 "system": key,
                 "is_baseline": key in BASELINES,
                 "shape": "none",
                 "d": "/".join(map(str, dims)),
                 "n": n,
-                "fpr": hits / total,
-                "fpr_lo": lo,
-                "fpr_hi": hi,
-                "null_sets": total,
-                "mean_stat": null_mean,
+                "null_sets": len(pooled),
             }
-        )
+            if key == HELD_OUT:  # its own p-value: a false-positive rate (the others are 5% by construction)
+                row["fpr"] = float(_rejections(pooled, key, cfg.level, None).mean())
+            else:
+                row["mean_stat"] = float(column(pooled, key).mean())
+            rows.append(row)
     return rows
 
 
@@ -226,23 +168,23 @@ def _estimation_rows(cfg: BenchConfig, seed: int) -> list[dict[str, Any]]:
     """ERT with the default calibrated classifier and the bench classifier against the exact truth."""
     rows = []
     n = cfg.n_estimate
+    systems = {
+        "ERT default (calibrated HGB, 5 folds)": lambda s: ("hgb", 5),
+        "ERT bench (HGB, 3 folds)": lambda s: (bench_classifier(cfg, s), cfg.n_splits),
+    }
     for name in cfg.estimate_shapes:
         shape = shapes.SHAPES[name]
         truth = shapes.truth(shape.p, shape.dim, cfg.truth_draws)
-        for system in ("ERT default (calibrated HGB, 5 folds)", "ERT bench (HGB, 3 folds)"):
+        for system, make in systems.items():
             results, secs = [], []
             for r in range(cfg.r_estimate):
-                rng = _seed(seed, "estimate", shape.dim, n, r)
-                x, z = shapes.sample(shape.p, shape.dim, n, rng)
-                tau = np.full(n, cfg.tau)
+                x, z = shapes.sample(shape.p, shape.dim, n, data_rng(seed, "estimate", shape.dim, n, r))
+                classifier, folds = make(seed)
                 with Timer() as t:
-                    if system.startswith("ERT default"):
-                        res = cross_fit_ert(x, z, tau, "hgb", 5, seed)
-                    else:
-                        res = cross_fit_ert(x, z, tau, bench_classifier(cfg, seed), cfg.n_splits, seed)
-                results.append(res)
+                    results.append(cross_fit_ert(x, z, np.full(n, cfg.tau), classifier, folds, seed))
                 secs.append(t.seconds)
             row: dict[str, Any] = {
+                "part": "estimate",
                 "system": system,
                 "is_baseline": False,
                 "shape": name,
@@ -279,11 +221,19 @@ def _digits_rows(seed: int) -> list[dict[str, Any]]:
     tau = np.full(z.size, 1 - alpha)
     with Timer() as t:
         ert = cross_fit_ert(x_test, z, tau, "hgb", 5, seed)
+    test = split_test(x_test, z, tau, "hgb", 0.5, seed)
     groups = KMeans(n_clusters=16, n_init=1, random_state=seed).fit_predict(x_test)
-    base = {"shape": "digits (real)", "d": x.shape[1], "n": int(z.size), "is_baseline": True}
+    base = {
+        "part": "digits",
+        "shape": "digits (real)",
+        "d": x.shape[1],
+        "n": int(z.size),
+        "is_baseline": True,
+    }
     return [
         {**base, "system": METHOD, "is_baseline": False, "value": ert["l1"], "sec_per_eval": t.seconds},
         {**base, "system": "ERT-L2", "is_baseline": False, "value": ert["l2"]},
+        {**base, "system": f"{HELD_OUT} p-value", "is_baseline": False, "value": test.p_value},
         {**base, "system": "marginal coverage", "value": float(z.mean())},
         {**base, "system": "CovGap", "value": legacy.coverage_gap(groups, z, alpha)},
         {
@@ -295,22 +245,38 @@ def _digits_rows(seed: int) -> list[dict[str, Any]]:
     ]
 
 
-def _notes(rows: list[dict[str, Any]], cfg: BenchConfig, quick: bool) -> list[str]:
-    notes = [
-        "Synthetic designs with known p(x) (X ~ U(-1,1)^d, tau = 0.9); digits rows are real data without "
-        "ground truth. CPU, one thread."
-    ]
-    if quick:
-        notes.append(
-            f"QUICK run: n={cfg.ns}, {cfg.r_null} null / {cfg.r_alt} alternative / {cfg.r_fresh} fresh "
-            "sets; figures are noisy and targets are only indicative."
-        )
-    power = [r for r in rows if "power" in r]
+def _validity_notes(rows: list[dict[str, Any]], cfg: BenchConfig) -> list[str]:
+    notes = []
+    low, high = FPR_BAND
+    for r in rows:
+        if r.get("part") != "validity":
+            continue
+        interval = f"{r['fpr']:.3f} [{r['fpr_lo']:.3f}, {r['fpr_hi']:.3f}] on {r['null_sets']} nulls"
+        if r["system"] == HELD_OUT:
+            notes.append(
+                verdict(
+                    f"n={r['n']}: held-out test FPR in [{low}, {high}]",
+                    low <= r["fpr"] <= high,
+                    f"{interval}; exact size given h {r['exact_size']:.3f}; power {r['power']:.2f} on "
+                    f"{cfg.validity_shape}",
+                )
+            )
+        else:
+            notes.append(
+                f"n={r['n']}: plug-in z-test on cross-fitted differences: FPR {interval}; the null spread of "
+                f"the cross-fitted mean is {r['sd_ratio']:.2f}x its plug-in SE; power {r['power']:.2f}."
+            )
+    return notes
+
+
+def _power_notes(rows: list[dict[str, Any]], cfg: BenchConfig) -> list[str]:
+    notes = []
+    power = [r for r in rows if r.get("part") == "power" and "power" in r]
     for n in cfg.ns:
-        wins = []
+        wins = 0
         for name in cfg.shapes:
             blk = {r["system"]: r["power"] for r in power if r["n"] == n and r["shape"] == name}
-            wins.append(blk[METHOD] >= blk["CovGap"])
+            wins += blk[METHOD] >= blk["CovGap"]
             beaten_by = [b for b in BASELINES if blk[b] > blk[METHOD]]
             if beaten_by:
                 notes.append(
@@ -320,28 +286,18 @@ def _notes(rows: list[dict[str, Any]], cfg: BenchConfig, quick: bool) -> list[st
         notes.append(
             verdict(
                 f"n={n}: power(ERT-L1) >= power(CovGap) on most shapes",
-                sum(wins) > len(wins) / 2,
-                f"{sum(wins)}/{len(wins)} shapes",
+                wins > len(cfg.shapes) / 2,
+                f"{wins}/{len(cfg.shapes)} shapes",
             )
         )
-        none = {r["system"]: r for r in rows if r.get("shape") == "none" and r["n"] == n}
-        fpr, zt = none[METHOD], none[ZTEST]
-        notes.append(
-            verdict(
-                f"n={n}: ERT-L1 FPR on fresh nulls contains {cfg.level}",
-                fpr["fpr_lo"] <= cfg.level <= fpr["fpr_hi"],
-                f"{fpr['fpr']:.3f} [{fpr['fpr_lo']:.3f}, {fpr['fpr_hi']:.3f}] on {fpr['null_sets']} sets",
-            )
-        )
-        notes.append(
-            f"n={n}: plug-in z-test FPR {zt['fpr']:.3f} [{zt['fpr_lo']:.3f}, {zt['fpr_hi']:.3f}] on "
-            f"{zt['null_sets']} nulls (no simulated threshold needed)."
-        )
+        none = {
+            r["system"]: r for r in rows if r.get("part") == "power" and r["shape"] == "none" and r["n"] == n
+        }
         notes.append(
             verdict(
                 f"n={n}: null mean |ERT-L1| <= 0.005",
-                abs(fpr["mean_stat"]) <= 0.005,
-                f"{fpr['mean_stat']:+.4f}; CovGap null mean {none['CovGap']['mean_stat']:.4f}",
+                abs(none[METHOD]["mean_stat"]) <= 0.005,
+                f"{none[METHOD]['mean_stat']:+.4f}; CovGap null mean {none['CovGap']['mean_stat']:.4f}",
             )
         )
         bound = [r for r in power if r["n"] == n and r["system"] == METHOD]
@@ -354,7 +310,7 @@ def _notes(rows: list[dict[str, Any]], cfg: BenchConfig, quick: bool) -> list[st
                 + (f"; exceeded: {', '.join(bad)}" if bad else ""),
             )
         )
-    if "localized" in cfg.shapes and max(cfg.ns) >= 2000:
+    if "localized" in cfg.shapes and 2000 in cfg.ns:
         blk = {r["system"]: r["power"] for r in power if r["n"] == 2000 and r["shape"] == "localized"}
         notes.append(
             verdict(
@@ -366,46 +322,103 @@ def _notes(rows: list[dict[str, Any]], cfg: BenchConfig, quick: bool) -> list[st
     return notes
 
 
-def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
-    """Run the ERT power / FPR / estimation benchmark (``quick``: n = 1000, few repetitions, < 60 s)."""
-    from threadpoolctl import threadpool_limits
-
-    cfg = BenchConfig.quick() if quick else BenchConfig()
-    with threadpool_limits(limits=1):
-        rows = _power_rows(cfg, seed) + _estimation_rows(cfg, seed) + _digits_rows(seed)
+def _report(
+    rows: list[dict[str, Any]], cfg: BenchConfig, what: str, quick: bool, seconds: float
+) -> BenchReport:
     n_head = max(cfg.ns)
-    headline = Headline.from_rows(
-        rows, "power", higher_is_better=True, method_system=METHOD, where={"shape": "localized", "n": n_head}
-    )
-    return BenchReport(
-        rows=rows,
-        headline=headline,
-        config=cfg.to_dict(),
-        what=f"power at 5% (localized shape, d=10, n={n_head}): ERT-L1 vs CovGap / weighted CovGap / WSC",
-        notes=_notes(rows, cfg, quick),
-    )
-
-
-def tour(*, quick: bool = True, seed: int = 0) -> BenchReport:
-    """A ~20 s tour: the quick benchmark restricted to the localized and sparse shapes."""
-    from dataclasses import replace
-
-    from threadpoolctl import threadpool_limits
-
-    cfg = replace(BenchConfig.quick(), shapes=("localized", "sparse"))
-    with threadpool_limits(limits=1):
-        rows = _power_rows(cfg, seed)
     headline = Headline.from_rows(
         rows,
         "power",
         higher_is_better=True,
         method_system=METHOD,
-        where={"shape": "localized", "n": cfg.ns[0]},
+        where={"part": "power", "shape": "localized", "n": n_head},
     )
-    return BenchReport(
-        rows=rows,
-        headline=headline,
-        config=cfg.to_dict(),
-        what="ERT-L1 vs CovGap / WSC power, localized + sparse shapes, n=1000 (tour)",
-        notes=_notes(rows, cfg, True),
+    notes = [
+        "Synthetic designs with known p(x) (X ~ U(-1,1)^d, tau = 0.9); digits rows are real data without "
+        f"ground truth. {cfg.n_jobs} worker process(es), one thread each; {seconds:.0f} s of wall time.",
+        *_validity_notes(rows, cfg),
+        *_power_notes(rows, cfg),
+    ]
+    if quick:
+        notes.append("QUICK run: few data sets per cell; every figure is indicative only.")
+    return BenchReport(rows=rows, headline=headline, config=cfg.to_dict(), what=what, notes=notes)
+
+
+def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
+    """Run the ERT validity / power / estimation benchmark (``quick``: few data sets, < 60 s)."""
+    from threadpoolctl import threadpool_limits
+
+    cfg = BenchConfig.quick() if quick else BenchConfig()
+    with Timer() as t, threadpool_limits(limits=1):
+        rows = _validity_rows(cfg, seed) + _power_rows(cfg, seed)
+        if not quick:
+            rows += _estimation_rows(cfg, seed) + _digits_rows(seed)
+    what = (
+        f"false-positive rate of the ERT p-value at n={cfg.validity_ns}; power at 5% (localized shape, d=10, "
+        f"n={max(cfg.ns)}): ERT-L1 vs CovGap / weighted CovGap / WSC"
     )
+    return _report(rows, cfg, what, quick, t.seconds)
+
+
+def tour(*, quick: bool = True, seed: int = 0) -> BenchReport:
+    """A ~20 s tour: the quick benchmark's power comparison on the localized and sparse shapes."""
+    from dataclasses import replace
+
+    from threadpoolctl import threadpool_limits
+
+    cfg = replace(BenchConfig.quick(), shapes=("localized", "sparse"), validity_ns=(2000,))
+    with Timer() as t, threadpool_limits(limits=1):
+        rows = _validity_rows(cfg, seed) + _power_rows(cfg, seed)
+    return _report(rows, cfg, "ERT p-value validity and ERT-L1 vs CovGap / WSC power (tour)", True, t.seconds)
+
+
+def plot(report: BenchReport, directory: Path) -> dict[str, str]:
+    """``ert_validity.png`` (false-positive rate against n, with the target band) and ``ert_power.png``
+    (power per shape and statistic at the largest n) in ``directory``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    level = report.config["level"]
+    files = {}
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    ax.axhspan(*FPR_BAND, color="0.9", label=f"target band {FPR_BAND}")
+    ax.axhline(level, color="0.5", lw=0.8, ls="--")
+    for i, system in enumerate((HELD_OUT, ZTEST)):
+        pts = [r for r in report.rows if r.get("part") == "validity" and r["system"] == system]
+        if pts:
+            ns = np.array([r["n"] for r in pts], dtype=float) * (1.0 + 0.04 * i)
+            fpr = np.array([r["fpr"] for r in pts])
+            err = np.array([[r["fpr"] - r["fpr_lo"] for r in pts], [r["fpr_hi"] - r["fpr"] for r in pts]])
+            ax.errorbar(ns, fpr, yerr=err, fmt="o-", capsize=3, label=system)
+    ax.set_xscale("log")
+    ax.set_xlabel("n (data set size)")
+    ax.set_ylabel(f"false-positive rate at level {level}")
+    ax.set_title("ERT p-values on null data (p = tau), Wilson 95% intervals", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    files["validity"] = str(directory / "ert_validity.png")
+    fig.savefig(files["validity"], dpi=120)
+    plt.close(fig)
+
+    n = max(r["n"] for r in report.rows if r.get("part") == "power")
+    power = [r for r in report.rows if r.get("part") == "power" and r["n"] == n and "power" in r]
+    names = list(dict.fromkeys(r["shape"] for r in power))
+    systems = list(dict.fromkeys(r["system"] for r in power))
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / len(systems)
+    for j, system in enumerate(systems):
+        vals = [next(r["power"] for r in power if r["shape"] == s and r["system"] == system) for s in names]
+        ax.bar(np.arange(len(names)) + j * width, vals, width, label=system)
+    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names)
+    ax.set_ylabel("power at 5% (equal size)")
+    ax.set_title(f"Power per shape, n = {n}", fontsize=9)
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    files["power"] = str(directory / "ert_power.png")
+    fig.savefig(files["power"], dpi=120)
+    plt.close(fig)
+    return files

@@ -1,37 +1,45 @@
 """Coverage classifiers h(x) ~ P(Y in C(X) | X = x) used to cross-fit ERT.
 
 * ``"hgb"`` (default) [reconstructed — hf-ext project choice, not the paper's recipe]:
-  ``HistGradientBoostingClassifier(max_iter=200, learning_rate=0.05, max_leaf_nodes=15, early_stopping=True)``
-  wrapped in ``CalibratedClassifierCV(method="isotonic" if n_train >= 1000 else "sigmoid", cv=3)``. Only
-  scikit-learn is needed; calibration matters for the L2/KL variants (L1 only uses the side of tau).
+  ``HistGradientBoostingClassifier(max_iter=200, learning_rate=0.05, max_leaf_nodes=15)`` wrapped in
+  ``CalibratedClassifierCV(cv=3)``. From 1000 training rows on, HGB stops early (on a 10% validation split)
+  and calibration is isotonic; below, HGB runs all iterations and calibration is sigmoid; with fewer than 3
+  rows in the smaller class, HGB is not calibrated. Only scikit-learn is needed; calibration matters for the
+  L2/KL variants (L1 only uses the side of tau).
 * ``"covmetrics"`` [paper]: the reference ``CheapLGBMClassifier`` of the ``covmetrics`` package (8 LightGBM
   models averaged + a ``probmetrics`` logistic calibrator). Needs ``covmetrics``, ``lightgbm``, ``catboost``
   and ``probmetrics``; it opens a ``multiprocessing.Pool`` per fit, so avoid it inside DataLoader workers or
   DDP.
-* Any scikit-learn classifier instance (cloned before every fit). Classifiers other than HGB generally do not
-  accept NaN features.
+* Any scikit-learn classifier instance, cloned before every fit; every ``random_state`` left at ``None`` in it
+  is set to the caller's seed, so cross-fitting is reproducible (and equal on every DDP rank). Classifiers
+  other than HGB generally do not accept NaN features.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from hf_ext._validation import check_choice
 
 CLASSIFIERS = ("hgb", "covmetrics")
-ISOTONIC_MIN_TRAIN = 1000
+LARGE_TRAIN = 1000
+CALIBRATION_FOLDS = 3
 
 
-def default_classifier(n_train: int, random_state: int | None = 42) -> Any:
-    """The calibrated gradient-boosting default (module docstring) for ``n_train`` training rows."""
+def default_classifier(labels: np.ndarray, random_state: int | None = 42) -> Any:
+    """The calibrated gradient-boosting default (module docstring) for training labels ``labels`` ``(n,)``."""
     from sklearn.calibration import CalibratedClassifierCV
     from sklearn.ensemble import HistGradientBoostingClassifier
 
+    large = labels.size >= LARGE_TRAIN
     hgb = HistGradientBoostingClassifier(
-        max_iter=200, learning_rate=0.05, max_leaf_nodes=15, early_stopping=True, random_state=random_state
+        max_iter=200, learning_rate=0.05, max_leaf_nodes=15, early_stopping=large, random_state=random_state
     )
-    method = "isotonic" if n_train >= ISOTONIC_MIN_TRAIN else "sigmoid"
-    return CalibratedClassifierCV(hgb, method=method, cv=3)
+    if np.bincount(labels.astype(np.int64), minlength=2).min() < CALIBRATION_FOLDS:
+        return hgb
+    return CalibratedClassifierCV(hgb, method="isotonic" if large else "sigmoid", cv=CALIBRATION_FOLDS)
 
 
 def check_classifier(classifier: Any) -> None:
@@ -65,8 +73,9 @@ def allows_nan(classifier: Any) -> bool:
         return False
 
 
-def make_classifier(classifier: Any, n_train: int, random_state: int | None = 42) -> Any:
-    """A fresh, unfitted classifier from a name in :data:`CLASSIFIERS` or an estimator instance (cloned).
+def make_classifier(classifier: Any, labels: np.ndarray, random_state: int | None = 42) -> Any:
+    """A fresh, unfitted classifier for the 0/1 training ``labels`` ``(n,)``, from a name in
+    :data:`CLASSIFIERS` or an estimator instance (cloned, unset seeds set to ``random_state``).
 
     Raises:
         ValueError / TypeError: as :func:`check_classifier`.
@@ -74,7 +83,7 @@ def make_classifier(classifier: Any, n_train: int, random_state: int | None = 42
     """
     check_classifier(classifier)
     if classifier == "hgb":
-        return default_classifier(n_train, random_state)
+        return default_classifier(labels, random_state)
     if classifier == "covmetrics":
         try:
             from covmetrics.classifiers import CheapLGBMClassifier
@@ -86,4 +95,8 @@ def make_classifier(classifier: Any, n_train: int, random_state: int | None = 42
         return CheapLGBMClassifier()
     from sklearn.base import clone
 
-    return clone(classifier)
+    model = clone(classifier)
+    unset = {
+        k: random_state for k, v in model.get_params().items() if k.endswith("random_state") and v is None
+    }
+    return model.set_params(**unset)

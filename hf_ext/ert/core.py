@@ -1,8 +1,8 @@
 """ERT: excess risk of the target coverage (Braun, Holzmüller, Jordan & Bach, ICML 2026, arXiv 2512.11779).
 
-Notation: coverage Z = 1{Y in C(X)}, target tau(X) in (0, 1) (usually 1 - alpha), coverage classifier
-h(X) in [0, 1]. For a proper loss l, ``ERT_l(h) = E[l(tau, Z)] - E[l(h, Z)]``; its supremum over h is
-``E[d_l(p(X), tau(X))]`` with p the true conditional coverage, so any fitted h gives a lower bound [paper].
+Notation: coverage Z = 1{Y in C(X)}, target tau(X) in (0, 1) (usually 1 - alpha), coverage classifier h(X) in
+[0, 1]. For a proper loss l, ``ERT_l(h) = E[l(tau, Z)] - E[l(h, Z)]``; its supremum over h is ``E[d_l(p(X),
+tau(X))]`` with p the true conditional coverage, so any fitted h gives a lower bound [paper].
 
 Losses (``q`` the prediction, ``z`` the indicator, ``tau`` the target) [paper, formulas as in
 ``covmetrics.losses``]:
@@ -22,11 +22,12 @@ torch tensors (it is the differentiable training-time monitor behind ``ert_from_
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from hf_ext._validation import check_choice, check_int
+from hf_ext.ert.inputs import canonical_order
 
 LOSSES = ("l1", "l2", "kl")
 SIDES = ("both", "over", "under")
@@ -84,10 +85,8 @@ def ert_table(h: np.ndarray, z: np.ndarray, tau: np.ndarray, fold_id: np.ndarray
     """All nine ERT values from held-out predictions.
 
     Each fold's value is the mean per-sample excess risk on that fold; the result is the unweighted mean of
-    fold
-    values, as ``covmetrics.ERT.evaluate`` (the paper may weight by fold size [reconstructed]; KFold sizes
-    differ
-    by at most one).
+    fold values, as ``covmetrics.ERT.evaluate`` (the paper may weight by fold size [reconstructed]; KFold
+    sizes differ by at most one).
 
     Args:
         h: Out-of-fold predictions, shape ``(n,)``.
@@ -127,8 +126,8 @@ def cross_fit_predictions(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Out-of-fold coverage predictions with ``KFold(n_splits, shuffle=True, random_state)`` [paper].
 
-    A fresh classifier (see :func:`hf_ext.ert.classifiers.make_classifier`) is fitted on each training
-    part and predicts the held-out part. A training part holding a single class predicts its constant rate.
+    A fresh classifier (see :func:`hf_ext.ert.classifiers.make_classifier`) is fitted on each training part
+    and predicts the held-out part. A training part holding a single class predicts its constant rate.
 
     Args:
         features: ``(n, d)`` float64.
@@ -163,7 +162,7 @@ def cross_fit_predictions(
         if np.unique(labels[tr]).size < 2:
             h[te] = covered[tr].mean()
             continue
-        model = make_classifier(classifier, n_train=tr.size, random_state=random_state)
+        model = make_classifier(classifier, labels[tr], random_state)
         model.fit(features[tr], labels[tr])
         h[te] = positive_proba(model, features[te])
     return h, fold_id
@@ -177,36 +176,99 @@ def cross_fit_ert(
     n_splits: int = 5,
     random_state: int = 42,
 ) -> dict[str, Any]:
-    """Cross-fitted ERT for all losses and sides (arguments as :func:`cross_fit_predictions`, ``tau`` of shape
-    ``(n,)``).
+    """Cross-fitted ERT for all losses and sides (arguments as :func:`cross_fit_predictions`, ``tau (n,)``).
 
+    Rows are first put in a canonical order (:func:`hf_ext.ert.inputs.canonical_order`), so the folds, and the
+    value, do not depend on the order of the rows; every form (functional, Metric, estimator) goes through
+    here. Rows passed already in that order give exactly ``covmetrics.ERT.evaluate``'s folds [reconstructed].
     All-covered or all-uncovered data carries no information about conditional coverage: a warning is raised
-    and every value is 0.
-    """
+    and every value is 0."""
+    check_int("n_splits", n_splits, low=2, high=covered.shape[0])
     if np.unique(covered).size < 2:
         warnings.warn(
             f"`covered` is constant ({covered[0]:g} for all {covered.size} samples); ERT is 0 by definition.",
             UserWarning,
             stacklevel=3,
         )
-        check_int("n_splits", n_splits, low=2, high=covered.shape[0])
         out: dict[str, Any] = dict.fromkeys(KEYS, 0.0)
         out["fold_values"] = np.zeros((n_splits, len(KEYS)))
         return out
+    order = canonical_order(features, covered, tau)
+    features, covered, tau = features[order], covered[order], tau[order]
     h, fold_id = cross_fit_predictions(features, covered, classifier, n_splits, random_state)
     return ert_table(h, covered, tau, fold_id)
 
 
-def z_test_pvalue(diffs: np.ndarray) -> float:
-    """One-sided p-value of ``mean(diffs) > 0`` by a normal approximation [reconstructed plug-in test].
+class HeldOutTest(NamedTuple):
+    """Result of :func:`held_out_test`: the held-out ERT-L1, its exact p-value and the sides of tau."""
 
-    ``diffs`` are held-out per-sample excess risks pooled over folds (mean 0 when p == tau, since h is fitted
-    on other folds). They are not independent across folds, so the test is slightly liberal.
+    statistic: float
+    p_value: float
+    n: int
+    n_above: int
+    n_below: int
+
+
+def poisson_binomial_pmf(probs: np.ndarray) -> np.ndarray:
+    """pmf of a sum of independent Bernoulli(probs), shape ``(len(probs) + 1,)`` (equal probs grouped)."""
+    from scipy.stats import binom
+
+    pmf = np.ones(1)
+    values, counts = np.unique(probs, return_counts=True)
+    for prob, count in zip(values, counts):
+        pmf = np.convolve(pmf, binom.pmf(np.arange(count + 1), count, prob))
+    return pmf
+
+
+def held_out_test(h: np.ndarray, z: np.ndarray, tau: np.ndarray) -> HeldOutTest:
+    """Exact one-sided test of conditional coverage from predictions ``h`` fitted on *other* data
+    [reconstructed].
+
+    H0: p(x) = tau(x) for almost every x. Given h (independent of these rows), the held-out ERT-L1 ``mean(s_i
+    (z_i - tau_i))``, ``s_i = sign(h_i - tau_i)``, is increasing in ``W = sum(s_i z_i)``, and under H0 the
+    ``z_i`` are independent Bernoulli(tau_i), so W is a difference of two Poisson-binomial counts (rows above
+    and below tau). The p-value ``P_H0(W >= W_obs)`` is computed exactly, with no asymptotics; rows with ``h_i
+    == tau_i`` carry no evidence (s_i = 0).
+
+    Args:
+        h: Held-out predictions ``(n,)``. z: coverage indicators ``(n,)``. tau: targets ``(n,)``.
     """
-    from math import erfc, sqrt
+    s = np.sign(h - tau)
+    above, below = s > 0, s < 0
+    w_obs = int(round(float(z[above].sum() - z[below].sum())))
+    pmf = np.convolve(poisson_binomial_pmf(tau[above]), poisson_binomial_pmf(tau[below])[::-1])
+    p_value = float(np.clip(pmf[w_obs + int(below.sum()) :].sum(), 0.0, 1.0))
+    return HeldOutTest(
+        float(np.mean(s * (z - tau))), p_value, int(z.size), int(above.sum()), int(below.sum())
+    )
 
-    sd = float(np.std(diffs, ddof=1))
-    if sd == 0.0:
-        return 1.0 if diffs.mean() <= 0 else 0.0
-    stat = float(diffs.mean()) / (sd / sqrt(diffs.size))
-    return 0.5 * erfc(stat / sqrt(2.0))
+
+def split_test(
+    features: np.ndarray,
+    covered: np.ndarray,
+    tau: np.ndarray,
+    classifier: Any = "hgb",
+    test_size: float = 0.5,
+    random_state: int = 42,
+) -> HeldOutTest:
+    """:func:`held_out_test` on one data set: fit the classifier on a random ``1 - test_size`` of the rows
+    (canonical order, then a permutation seeded with ``random_state``), test on the rest [reconstructed].
+
+    Unlike a normal approximation on cross-fitted differences, whose folds share training data, this test has
+    level <= alpha at every n."""
+    from hf_ext.ert.classifiers import make_classifier
+
+    n = covered.shape[0]
+    n_test = int(round(test_size * n))
+    if not 1 <= n_test <= n - 2:
+        raise ValueError(f"`test_size`={test_size!r} leaves no training or no test rows with n={n}.")
+    order = canonical_order(features, covered, tau)
+    perm = np.random.default_rng(random_state).permutation(n)
+    test, fit = order[np.sort(perm[:n_test])], order[np.sort(perm[n_test:])]
+    if np.unique(covered[fit]).size < 2:
+        h = np.full(n_test, covered[fit].mean())
+    else:
+        labels = covered[fit].astype(np.int64)
+        model = make_classifier(classifier, labels, random_state).fit(features[fit], labels)
+        h = positive_proba(model, features[test])
+    return held_out_test(h, covered[test], tau[test])

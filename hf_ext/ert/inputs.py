@@ -4,9 +4,8 @@ Every public form (functional, torchmetrics ``Metric``, scikit-learn estimator) 
 tensors (any device; moved to CPU), pandas objects or nested lists, and converts them here to float64 numpy.
 Coverage can be given directly as the indicator ``covered`` = 1{y in C(x)}, or computed by
 :func:`coverage_indicator` from labels plus prediction sets (classification) or intervals (regression),
-including MAPIE-style outputs ``y_pss`` of shape ``(n, n_classes, n_alpha)`` and ``y_pis`` of shape
-``(n, 2, n_alpha)``.
-"""
+including MAPIE-style outputs ``y_pss`` of shape ``(n, n_classes, n_alpha)`` and ``y_pis`` of shape ``(n, 2,
+n_alpha)``."""
 
 from __future__ import annotations
 
@@ -27,6 +26,16 @@ def as_numpy(value: Any, name: str) -> np.ndarray:
     elif hasattr(value, "to_numpy"):  # pandas Series / DataFrame
         value = value.to_numpy()
     return np.asarray(value)
+
+
+def canonical_order(*columns: np.ndarray) -> np.ndarray:
+    """Row indices sorting ``columns`` (each ``(n,)`` or ``(n, k)``) lexicographically, first column first.
+
+    Statistics that draw folds, subsamples or initial centroids from the rows compute on this order, so their
+    value depends on the set of rows only, not on batch, merge or DDP order.
+    """
+    keys = np.concatenate([c.reshape(c.shape[0], -1) for c in columns], axis=1)
+    return np.lexsort(keys.T[::-1])
 
 
 def check_covered(covered: Any, name: str = "covered") -> np.ndarray:
@@ -121,9 +130,8 @@ def check_groups(groups: Any, n: int, name: str = "groups") -> np.ndarray:
 def target_vector(alpha: float, target_coverage: Any, n: int) -> np.ndarray:
     """Per-sample target coverage tau of shape ``(n,)``: ``1 - alpha`` unless ``target_coverage`` is given.
 
-    ``target_coverage`` may be a scalar or a vector of shape ``(n,)`` (e.g. ``1 - alpha_i`` per sample);
-    every value must lie strictly inside (0, 1).
-    """
+    ``target_coverage`` may be a scalar or a vector of shape ``(n,)`` (e.g. ``1 - alpha_i`` per sample); every
+    value must lie strictly inside (0, 1)."""
     if target_coverage is None:
         return np.full(n, 1.0 - check_probability("alpha", alpha, low_open=True, high_open=True))
     if isinstance(target_coverage, numbers.Real) and not isinstance(target_coverage, bool):
@@ -187,8 +195,7 @@ def coverage_indicator(
 
     Returns:
         ``Coverage(covered, size)``: float64 arrays of shape ``(n,)``; ``size`` is the number of classes in
-        the
-        set or the interval width ``upper - lower``.
+        the set or the interval width ``upper - lower``.
 
     Raises:
         ValueError: both or neither of ``prediction_sets``/``intervals`` given, mismatched shapes, labels out

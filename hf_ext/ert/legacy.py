@@ -6,8 +6,8 @@ arrays of shape ``(n,)`` (``covered`` in {0, 1}) validated by :mod:`hf_ext.ert.i
 * CovGap: mean over non-empty groups g of ``|mean(Z_g) - (1 - alpha)|``; weighted: ``sum_g n_g/n |...|``.
 * FSC: ``min_g mean(Z_g)`` (higher is better).
 * SSC / EOC: CovGap (or the min variant) with groups = set sizes / labels, clustered into ``num_groups`` by
-  1-D
-  k-means when there are at least ``num_groups`` distinct values (always seeded here; covmetrics is unseeded).
+  1-D k-means when there are at least ``num_groups`` distinct values (always seeded here; covmetrics is
+  unseeded).
 * Size-coverage Pearson correlation and HSIC (Gaussian kernels ``exp(-d^2 / sigma)``, sigma = 1,
   ``HSIC = tr(L H K H) / (m - 1)^2`` on a random subsample of at most ``max_samples`` points).
 """
@@ -61,8 +61,7 @@ def kmeans_1d(values: np.ndarray, num_groups: int, seed: int = 0) -> np.ndarray:
 
 def discretize(values: np.ndarray, num_groups: int, seed: int = 0) -> np.ndarray:
     """Group ids for set sizes or labels: their distinct values, or 1-D k-means clusters when there are at
-    least
-    ``num_groups`` distinct values (covmetrics' rule). Returns int64 of shape ``(n,)``."""
+    least ``num_groups`` distinct values (covmetrics' rule). Returns int64 of shape ``(n,)``."""
     uniq, inverse = np.unique(values, return_inverse=True)
     if uniq.size < num_groups:
         return inverse.astype(np.int64)

@@ -2,21 +2,15 @@
 ``covmetrics``).
 
 For a unit direction v, a slab is ``{x : a <= v.x <= b}``; WSC is the lowest empirical coverage over slabs
-holding
-at least ``ceil(delta * n)`` points, minimised over ``num_directions`` random directions (lower = worse;
-compare
-with ``1 - alpha``). In-sample WSC is biased low; ``holdout`` chooses the slab on one part of the data and
-reports
-its coverage on the rest [reconstructed from the older WSC literature].
+holding at least ``ceil(delta * n)`` points, minimised over ``num_directions`` random directions (lower =
+worse; compare with ``1 - alpha``). In-sample WSC is biased low; ``holdout`` chooses the slab on one part of
+the data and reports its coverage on the rest [reconstructed from the older WSC literature].
 
 Fast search [reconstructed, exact]: covmetrics scans every start index (O(M n^2)). With the coverage z ordered
-by
-the projection v.x and prefix sums P, "some window of length >= m has mean <= t" holds iff
-``min_j (P_j - t j - max_{i <= j-m} (P_i - t i)) <= 0``. Bisecting t in [0, 1], vectorised over directions,
-costs
-O(M n (log n + steps)). Window means are fractions with denominators <= n, so two distinct ones differ by at
-least
-1/n^2: after ``min(40, 2 ceil(log2(n + 1)) + 2)`` steps the window found at the final t is the exact minimiser
+by the projection v.x and prefix sums P, "some window of length >= m has mean <= t" holds iff ``min_j (P_j - t
+j - max_{i <= j-m} (P_i - t i)) <= 0``. Bisecting t in [0, 1], vectorised over directions, costs O(M n (log n
++ steps)). Window means are fractions with denominators <= n, so two distinct ones differ by at least 1/n^2:
+after ``min(40, 2 ceil(log2(n + 1)) + 2)`` steps the window found at the final t is the exact minimiser
 (matches the brute-force scan to 1e-12).
 """
 
@@ -44,8 +38,7 @@ def sample_directions(num_directions: int, dim: int, seed: int = 42) -> np.ndarr
     """``(num_directions, dim)`` directions uniform on the unit sphere.
 
     ``RandomState(seed).randn`` is the stream covmetrics draws after ``np.random.seed(seed)``, so with the
-    same
-    seed both pick the same directions.
+    same seed both pick the same directions.
     """
     v = np.random.RandomState(seed).randn(num_directions, dim)
     return v / np.linalg.norm(v, axis=1, keepdims=True)
@@ -108,8 +101,7 @@ def worst_slab_coverage(
     holdout: float | None = None,
 ) -> float:
     """WSC in-sample, or with ``holdout`` in (0, 1): slab chosen on ``1 - holdout`` of the rows (random split
-    with
-    ``seed``), coverage reported on the other ``holdout`` fraction. Arrays as :func:`worst_slab`."""
+    with ``seed``), coverage reported on the other ``holdout`` fraction. Arrays as :func:`worst_slab`."""
     directions = sample_directions(num_directions, features.shape[1], seed)
     if holdout is None:
         return worst_slab(features, covered, delta, directions).coverage

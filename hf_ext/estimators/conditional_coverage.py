@@ -1,13 +1,11 @@
 """scikit-learn auditors for the earlier conditional-coverage metrics (CovGap/FSC, SSC, EOC, WSC).
 
 Each auditor learns a partition of the feature space in ``fit(X, covered)`` (k-means cells, 1-D value groups,
-or
-the worst slab and its complement), predicts the empirical coverage of a point's cell in ``predict_proba`` (a
-partition classifier of the coverage, the kind implicit in CovGap), and scores new data with the metric
-computed on
-the learned partition, i.e. a held-out version of the metric. ``score`` returns the metric itself: for the gap
-statistics a larger value means stronger evidence of conditional miscoverage, for the coverage statistics
-(``reduction="min"``, WSC) a smaller one.
+or the worst slab and its complement), predicts the empirical coverage of a point's cell in ``predict_proba``
+(a partition classifier of the coverage, the kind implicit in CovGap), and scores new data with the metric
+computed on the learned partition, i.e. a held-out version of the metric. ``score`` returns the metric itself:
+for the gap statistics a larger value means stronger evidence of conditional miscoverage, for the coverage
+statistics (``reduction="min"``, WSC) a smaller one.
 """
 
 from __future__ import annotations

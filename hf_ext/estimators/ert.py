@@ -4,6 +4,7 @@ coverage (Braun, Holzmüller, Jordan & Bach, ICML 2026, arXiv 2512.11779)."""
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -14,8 +15,18 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hf_ext._registry import paper
+from hf_ext._validation import check_probability
 from hf_ext.ert.classifiers import CLASSIFIERS, allows_nan, make_classifier
-from hf_ext.ert.core import LOSSES, cross_fit_ert, per_sample_excess_risk, positive_proba
+from hf_ext.ert.core import (
+    KEYS,
+    LOSSES,
+    HeldOutTest,
+    cross_fit_ert,
+    ert_table,
+    held_out_test,
+    per_sample_excess_risk,
+    positive_proba,
+)
 from hf_ext.ert.inputs import check_covered, check_features, target_vector
 
 
@@ -47,24 +58,66 @@ def binary_coverage_target(estimator: BaseEstimator, y: Any) -> np.ndarray:
     return (np.asarray(y) == classes[1]).astype(np.float64)
 
 
+@dataclass(frozen=True)
+class AuditSummary:
+    """What :meth:`CoverageAuditor.summary` reports on held-out rows; ``str()`` renders it.
+
+    Attributes:
+        n: Held-out rows.
+        coverage: Their marginal coverage.
+        target: Mean target coverage tau.
+        ert: Held-out ERT per key (``l1, l2, kl`` and their ``_over`` / ``_under`` parts).
+        test: The exact held-out test of ERT-L1 (``statistic``, ``p_value``, ``n_above``, ``n_below``).
+        level: Level of the verdict.
+        classifier: The auditor's classifier.
+    """
+
+    n: int
+    coverage: float
+    target: float
+    ert: dict[str, float]
+    test: HeldOutTest
+    level: float
+    classifier: str
+
+    def __str__(self) -> str:
+        e, t = self.ert, self.test
+        verdict = (
+            "conditional miscoverage detected"
+            if t.p_value <= self.level
+            else "no conditional miscoverage detected (ERT is a lower bound: a weak classifier has low power)"
+        )
+        lines = [
+            f"Coverage audit on {self.n} held-out rows (classifier {self.classifier})",
+            f"  marginal coverage    {self.coverage:.4f}   target {self.target:.4f}",
+            f"  ERT-L1               {e['l1']:+.4f}  (under {e['l1_under']:+.4f}, over {e['l1_over']:+.4f})",
+            f"  ERT-L2 (Brier)       {e['l2']:+.5f} (under {e['l2_under']:+.5f}, over {e['l2_over']:+.5f})",
+            f"  ERT-KL (log-loss)    {e['kl']:+.5f} (under {e['kl_under']:+.5f}, over {e['kl_over']:+.5f})",
+            f"  p-value              {t.p_value:.3g}   (exact held-out test of ERT-L1; h above tau on "
+            f"{t.n_above} rows, below on {t.n_below})",
+            f"  at level {self.level:g}: {verdict}",
+        ]
+        return "\n".join(lines)
+
+
 class CoverageAuditor(ClassifierMixin, BaseEstimator):
     """Coverage classifier h(x) ~ P(Y in C(X) | X = x) scored by ERT, the excess risk of the target coverage.
 
-    ``fit(X, covered)`` fits the classifier; ``score`` returns the held-out ERT of the fitted h against the
-    constant
-    target; ``cross_fit_ert`` runs the paper's cross-fitted estimator on one data set [paper].
+    ``fit(X, covered)`` fits the classifier; on new rows, ``score`` returns the held-out ERT of the fitted h
+    against the constant target, ``p_value`` the exact p-value of "coverage equals the target everywhere" and
+    ``summary`` both with the over/under parts; ``cross_fit_ert`` runs the paper's cross-fitted estimator on
+    one data set [paper].
 
     Sign convention: for the *audited* conformal method lower ERT is better; for the *auditor* a larger ERT is
-    a
-    tighter lower bound on the miscoverage distance, so ``GridSearchCV`` maximising ``score`` picks the most
+    a tighter lower bound on the miscoverage distance, so ``GridSearchCV`` maximising ``score`` picks the most
     powerful auditor classifier (scikit-learn's greater-is-better rule).
 
     Parameters
     ----------
     classifier : {"hgb", "covmetrics"} or classifier instance, default="hgb"
         ``"hgb"`` is calibrated ``HistGradientBoostingClassifier`` (an hf-ext choice [reconstructed]; the
-        paper's
-        LightGBM recipe is ``"covmetrics"`` and needs its optional dependencies). Instances are cloned.
+        paper's LightGBM recipe is ``"covmetrics"`` and needs its optional dependencies). Instances are
+        cloned.
     alpha : float, default=0.1
         Miscoverage level in (0, 1); the target coverage is ``1 - alpha``.
     loss : {"l1", "l2", "kl"}, default="l1"
@@ -138,10 +191,8 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
         """
         X, y = validate_data(self, X, y, ensure_all_finite=self._finite())
         z = binary_coverage_target(self, y)
-        self.classifier_ = make_classifier(
-            self.classifier, n_train=X.shape[0], random_state=self.random_state
-        )
-        self.classifier_.fit(X, z.astype(np.int64))
+        labels = z.astype(np.int64)
+        self.classifier_ = make_classifier(self.classifier, labels, self.random_state).fit(X, labels)
         return self
 
     def predict_proba(self, X: Any) -> np.ndarray:
@@ -176,12 +227,69 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
         """
         if sample_weight is not None:
             raise ValueError("`sample_weight` is not supported by CoverageAuditor.score; pass None.")
+        h, z, tau = self._held_out(X, y, target_coverage)
+        return float(per_sample_excess_risk(h, z, tau, self.loss).mean())
+
+    def p_value(self, X: Any, y: Any, target_coverage: Any = None) -> float:
+        """One-sided p-value of "P(covered | x) = target for every x" on held-out ``(X, y)`` [reconstructed].
+
+        Exact: given the fitted classifier h (fitted on other rows), the held-out ERT-L1
+        ``mean(sign(h - tau) (covered - tau))`` is compared with its distribution when every ``covered`` is
+        Bernoulli(tau) independently of X; no asymptotics (see :func:`hf_ext.ert.core.held_out_test`). The
+        rows must not have been used in ``fit``, or the p-value is invalid.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Coverage indicator, with the labels seen in ``fit``.
+        target_coverage : float or array-like of shape (n_samples,), optional
+            Per-sample target; defaults to ``1 - alpha``.
+
+        Returns
+        -------
+        p_value : float
+        """
+        return held_out_test(*self._held_out(X, y, target_coverage)).p_value
+
+    def summary(self, X: Any, y: Any, target_coverage: Any = None, level: float = 0.05) -> AuditSummary:
+        """Held-out audit of ``(X, y)``: marginal coverage, the nine ERT values and the p-value.
+
+        ``str(summary)`` renders a small report; the fields hold the figures. Use rows not seen in ``fit``.
+
+        Parameters
+        ----------
+        X, y, target_coverage
+            As :meth:`p_value`.
+        level : float, default=0.05
+            Test level of the verdict line, in (0, 1).
+
+        Returns
+        -------
+        summary : AuditSummary
+        """
+        level = check_probability("level", level, low_open=True, high_open=True)
+        h, z, tau = self._held_out(X, y, target_coverage)
+        table = ert_table(h, z, tau, np.zeros(z.size, dtype=np.int64))
+        return AuditSummary(
+            n=int(z.size),
+            coverage=float(z.mean()),
+            target=float(tau.mean()),
+            ert={key: table[key] for key in KEYS},
+            test=held_out_test(h, z, tau),
+            level=level,
+            classifier=repr(self.classifier),
+        )
+
+    def _held_out(self, X: Any, y: Any, target_coverage: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(h, covered, tau)`` on new rows, each ``(n,)``: predictions of the fitted classifier."""
         h = self.predict_proba(X)[:, 1]
         z = (np.asarray(y) == self.classes_[1]).astype(np.float64)
-        if z.shape[0] != h.shape[0]:
-            raise ValueError(f"`y` has {z.shape[0]} entries but `X` has {h.shape[0]} rows; they must match.")
-        tau = target_vector(self.alpha, target_coverage, z.shape[0])
-        return float(per_sample_excess_risk(h, z, tau, self.loss).mean())
+        if z.shape != h.shape:
+            raise ValueError(
+                f"`y` has shape {z.shape} but `X` has {h.shape[0]} rows; pass one label per row."
+            )
+        return h, z, target_vector(self.alpha, target_coverage, z.shape[0])
 
     def cross_fit_ert(self, X: Any, y: Any, target_coverage: Any = None) -> dict[str, Any]:
         """Cross-fitted ERT on one data set (``KFold(n_splits, shuffle=True, random_state)``), all losses.
@@ -192,8 +300,7 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
         -------
         result : dict
             Floats ``l1, l2, kl, l1_over, l1_under, l2_over, l2_under, kl_over, kl_under`` and
-            ``fold_values``,
-            an ndarray of shape (n_splits, 9).
+            ``fold_values``, an ndarray of shape (n_splits, 9).
         """
         self._validate_params()
         z = check_covered(y, "y")

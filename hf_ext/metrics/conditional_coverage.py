@@ -1,13 +1,11 @@
-"""torchmetrics Metrics for the earlier conditional-coverage diagnostics: CovGap, FSC, SSC, EOC, WSC,
-size-coverage.
+"""torchmetrics Metrics for the earlier conditional-coverage diagnostics: CovGap, FSC, SSC, EOC, WSC and the
+size-coverage dependence.
 
 Definitions follow ``covmetrics`` 0.1.2 (see :mod:`hf_ext.metrics.functional.conditional_coverage`). States
-are
-per-sample lists with ``dist_reduce_fx="cat"`` (or per-group sums for :class:`CoverageGap` with
-``num_groups``), so
-DDP gathering and ``merge_state`` are exact. Before computing, samples are put in a canonical order
-(lexicographic
-over all stored columns), so results do not depend on batch order, world size or merge order.
+are per-sample lists with ``dist_reduce_fx="cat"`` (or per-group sums for :class:`CoverageGap` with
+``num_groups``), so DDP gathering and ``merge_state`` are exact. ``compute`` calls the functional form's
+computation, which puts the rows in a canonical order wherever the order could matter, so a Metric and its
+functional twin give the same value, whatever the batch order, world size or merge order.
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ from hf_ext._registry import paper
 from hf_ext._validation import check_choice, check_int, check_probability
 from hf_ext.ert import legacy
 from hf_ext.ert.inputs import check_features, check_vector, resolve_coverage
-from hf_ext.ert.slab import worst_slab_coverage as _wsc
 from hf_ext.metrics.functional.conditional_coverage import (
     CORRELATION_METHODS,
     _correlation_compute,
@@ -33,11 +30,12 @@ from hf_ext.metrics.functional.conditional_coverage import (
     _stratified_arg_validation,
     _stratified_compute,
     _wsc_arg_validation,
+    _wsc_compute,
 )
 
 
 class _CatCoverageMetric(Metric):
-    """Base: per-sample float64 columns stored as ``cat`` list states, gathered in canonical order."""
+    """Base: per-sample float64 columns stored as ``cat`` list states."""
 
     is_differentiable = False
     full_state_update = False
@@ -55,15 +53,12 @@ class _CatCoverageMetric(Metric):
             )
 
     def _gather(self) -> dict[str, np.ndarray]:
-        """All stored columns as float64 numpy, rows sorted lexicographically (order-invariant result)."""
+        """All stored columns as float64 numpy arrays (rows in the order gathered)."""
         if isinstance(self.covered, list) and not self.covered:
             raise RuntimeError(
                 f"{type(self).__name__}.compute() was called before any update(); no samples to score."
             )
-        cols = {name: dim_zero_cat(getattr(self, name)).detach().cpu().numpy() for name in self._columns}
-        keys = [c.reshape(c.shape[0], -1) for c in cols.values()]
-        order = np.lexsort(np.concatenate(keys, axis=1).T[::-1])
-        return {name: c[order] for name, c in cols.items()}
+        return {name: dim_zero_cat(getattr(self, name)).detach().cpu().numpy() for name in self._columns}
 
 
 class _GroupCoverage(_CatCoverageMetric):
@@ -140,8 +135,7 @@ class CoverageGap(_GroupCoverage):
     Args:
         alpha: Miscoverage level in (0, 1).
         num_groups: If given, group ids must lie in ``[0, num_groups)`` and the state is two sum vectors of
-            that
-            length (constant memory); otherwise per-sample ``cat`` states.
+            that length (constant memory); otherwise per-sample ``cat`` states.
         weighted: Weight groups by their share of samples.
         kwargs: Passed to :class:`torchmetrics.Metric`.
 
@@ -329,8 +323,7 @@ class WorstSlabCoverage(_CatCoverageMetric):
         kwargs: Passed to :class:`torchmetrics.Metric`.
 
     As input to ``forward`` and ``update``: finite ``features`` ``(n, d)`` and ``covered`` ``(n,)`` (or ``y``
-    +
-    predictions).
+    + predictions).
 
     As output of ``forward`` and ``compute``: 0-d float64 tensor.
 
@@ -377,7 +370,9 @@ class WorstSlabCoverage(_CatCoverageMetric):
     def compute(self) -> Tensor:
         """WSC over all samples seen."""
         d = self._gather()
-        value = _wsc(d["features"], d["covered"], self.delta, self.num_directions, self.seed, self.holdout)
+        value = _wsc_compute(
+            d["features"], d["covered"], self.delta, self.num_directions, self.seed, self.holdout
+        )
         return torch.tensor(value, dtype=torch.float64)
 
 
@@ -392,8 +387,7 @@ class SizeCoverageCorrelation(_CatCoverageMetric):
         kwargs: Passed to :class:`torchmetrics.Metric`.
 
     As input to ``forward`` and ``update``: ``sizes`` ``(n,)`` and ``covered`` ``(n,)``, or keywords ``y``
-    with
-    ``prediction_sets`` / ``intervals``.
+    with ``prediction_sets`` / ``intervals``.
 
     As output of ``forward`` and ``compute``: 0-d float64 tensor.
 

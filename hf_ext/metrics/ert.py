@@ -9,32 +9,26 @@ from torch import Tensor
 
 from hf_ext._registry import paper
 from hf_ext._validation import check_int, check_probability
-from hf_ext.ert.classifiers import check_classifier
-from hf_ext.ert.core import KEYS
+from hf_ext.ert.classifiers import allows_nan, check_classifier
+from hf_ext.ert.core import KEYS, cross_fit_ert
 from hf_ext.metrics.conditional_coverage import _CatCoverageMetric
-from hf_ext.metrics.functional.ert import (
-    _excess_risk_target_coverage_compute,
-    _excess_risk_target_coverage_update,
-)
+from hf_ext.metrics.functional.ert import _excess_risk_target_coverage_update
 
 
 class ExcessRiskTargetCoverage(_CatCoverageMetric):
     """ERT: how much a cross-fitted classifier of the coverage beats the constant target coverage.
 
     Conditional coverage holds iff no classifier predicting Z = 1{Y in C(X)} from X has lower risk, under a
-    proper
-    loss, than the constant tau = 1 - alpha [paper]. ``compute`` cross-fits once on everything seen
+    proper loss, than the constant tau = 1 - alpha [paper]. ``compute`` cross-fits once on everything seen
     (``KFold(n_splits, shuffle=True, random_state)``) and reports the L1, Brier (L2) and log-loss (KL)
-    variants with
-    their over-/under-coverage parts (over + under = total). They are lower bounds on E|p - tau|, E(p - tau)^2
-    and
-    E KL(p || tau). Lower is better for the audited conformal method; finite-sample values can be negative.
+    variants with their over-/under-coverage parts (over + under = total). They are lower bounds on E|p -
+    tau|, E(p - tau)^2 and E KL(p || tau). Lower is better for the audited conformal method; finite-sample
+    values can be negative.
 
-    Samples are sorted into a canonical order before cross-fitting, so the value does not depend on batch
-    order,
-    DDP world size or ``merge_state`` order; all ranks compute the same value. The default classifier is an
-    hf-ext
-    choice [reconstructed]: calibrated ``HistGradientBoostingClassifier`` (see
+    The folds are drawn over the samples in a canonical order, so the value does not depend on batch order,
+    DDP world size or ``merge_state`` order: all ranks compute the same value, and it equals
+    :func:`~hf_ext.metrics.functional.excess_risk_target_coverage` on the same samples. The default classifier
+    is an hf-ext choice [reconstructed]: calibrated ``HistGradientBoostingClassifier`` (see
     :mod:`hf_ext.ert.classifiers`). Call ``update`` in the loop and ``compute`` once: ``forward`` would
     cross-fit every batch.
 
@@ -109,6 +103,7 @@ class ExcessRiskTargetCoverage(_CatCoverageMetric):
             prediction_sets=prediction_sets,
             intervals=intervals,
             alpha_index=alpha_index,
+            allow_nan=allows_nan(self.classifier),
         )
         if isinstance(self.features, list) and self.features and self.features[0].shape[1] != feats.shape[1]:
             raise ValueError(
@@ -120,7 +115,7 @@ class ExcessRiskTargetCoverage(_CatCoverageMetric):
     def compute(self) -> dict[str, Tensor]:
         """Cross-fitted ERT over all samples seen."""
         d = self._gather()
-        table = _excess_risk_target_coverage_compute(
+        table = cross_fit_ert(
             d["features"], d["covered"], d["target"], self.classifier, self.n_splits, self.random_state
         )
         out = {key: torch.tensor(table[key], dtype=torch.float64) for key in KEYS}

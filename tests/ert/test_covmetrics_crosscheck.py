@@ -2,8 +2,7 @@
 
 covmetrics quirks handled here: its torch branch of ``logloss`` returns +log-likelihood (KL-ERT with the wrong
 sign), and it casts predicted probabilities to the feature dtype (integer features give h = 0). We therefore
-feed
-it float64 numpy features only.
+feed it float64 numpy features only.
 """
 
 from __future__ import annotations
@@ -32,9 +31,15 @@ KEY_MAP = {
 
 
 def _data(n: int = 800, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Rows already in hf-ext's canonical order, so that covmetrics (which draws its folds over the rows as
+    given) and hf-ext (which draws them over the canonical order) use the same folds."""
+    from hf_ext.ert.inputs import canonical_order
+
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, (n, 3))
-    return x, (rng.random(n) < np.where(x[:, 0] > 0.3, 0.75, 0.95)).astype(np.float64)
+    z = (rng.random(n) < np.where(x[:, 0] > 0.3, 0.75, 0.95)).astype(np.float64)
+    order = canonical_order(x, z)
+    return x[order], z[order]
 
 
 @pytest.mark.filterwarnings("ignore")

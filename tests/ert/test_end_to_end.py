@@ -53,25 +53,49 @@ def test_metric_in_batches_and_auditor_on_split_conformal():
 
 
 @pytest.mark.slow
-def test_bench_statistics_and_power_rows_tiny():
+def test_bench_rows_notes_and_plots_tiny(tmp_path):
     from dataclasses import replace
 
     from hf_ext.ert import bench
     from hf_ext.ert._bench_config import BenchConfig
 
-    cfg = replace(BenchConfig.quick(), ns=(300,), shapes=("step",), r_null=3, r_alt=3, r_fresh=2)
-    rows = bench._power_rows(cfg, seed=0)
-    systems = {(r["system"], r["shape"]) for r in rows}
-    assert ("ERT-L1", "step") in systems and ("CovGap", "none") in systems
+    cfg = replace(
+        BenchConfig.quick(),
+        validity_ns=(300,),
+        r_validity=6,
+        r_validity_power=3,
+        ns=(600,),
+        shapes=("step", "localized"),
+        r_null=3,
+        r_alt=3,
+        n_jobs=1,
+    )
+    rows = bench._validity_rows(cfg, seed=0) + bench._power_rows(cfg, seed=0)
+    systems = {(r["part"], r["system"], r["shape"]) for r in rows}
+    assert ("power", "ERT-L1", "step") in systems and ("power", "CovGap", "none") in systems
+    assert ("validity", "ERT-L1 held-out test", "none / localized") in systems
+    assert ("validity", "ERT-L1 cross-fit z-test", "none / localized") in systems
     step = {r["system"]: r for r in rows if r["shape"] == "step"}
-    assert step["ERT-L1"]["power"] == pytest.approx(1.0)  # a 0.105 L1 shift is obvious even at n=300
-    notes = bench._notes(rows, cfg, quick=True)
-    assert any(line.startswith("n=300: power(ERT-L1)") for line in notes)
-    assert bench.wilson(5, 100)[0] < 0.05 < bench.wilson(5, 100)[1]
+    # a 0.105 L1 shift is obvious at n=600, also to the held-out test that fits on half of the rows
+    assert step["ERT-L1"]["power"] == pytest.approx(1.0)
+    assert step["ERT-L1 held-out test"]["power"] == pytest.approx(1.0)
+    report = bench._report(rows, cfg, "tiny", quick=True, seconds=1.0)
+    assert report.headline.figure == "power"
+    assert any(line.startswith("n=600: power(ERT-L1)") for line in report.notes)
+    assert any(line.startswith("n=300: held-out test FPR") for line in report.notes)
+    files = bench.plot(report, tmp_path)
+    assert {"validity", "power"} == set(files) and all((tmp_path / f"ert_{k}.png").exists() for k in files)
+
+
+def test_rate_ci_is_the_wilson_interval():
+    from hf_ext.ert._bench_stats import rate_ci
+
+    lo, hi = rate_ci(5, 100)
+    assert lo == pytest.approx(0.0215, abs=1e-4) and hi == pytest.approx(0.1118, abs=1e-4)
 
 
 def test_null_threshold_has_exact_monte_carlo_size():
-    from hf_ext.ert.bench import null_threshold
+    from hf_ext.ert._bench_stats import null_threshold
 
     rng = np.random.default_rng(0)
     hits = []
@@ -79,3 +103,13 @@ def test_null_threshold_has_exact_monte_carlo_size():
         draws = rng.random(61)
         hits.append(draws[60] > null_threshold(draws[:60], 0.05))
     assert np.mean(hits) == pytest.approx(3 / 61, abs=0.012)  # 1 - 58/61 <= 0.05
+
+
+def test_exact_size_of_the_held_out_test():
+    from hf_ext.ert._bench_stats import exact_size
+
+    # 20 rows above tau = 0.9: P(W >= 20) = 0.9^20 <= 0.2 < P(W >= 19), so the size at 0.2 is 0.9^20
+    assert exact_size(20, 0, 0.9, 0.2) == pytest.approx(0.9**20, abs=1e-12)
+    assert exact_size(20, 0, 0.9, 0.05) == 0.0  # no rejection region below 0.9^20
+    for n_above, n_below in ((125, 125), (200, 50), (2500, 2500)):
+        assert 0.03 < exact_size(n_above, n_below, 0.9, 0.05) <= 0.05

@@ -1,11 +1,15 @@
-"""scikit-learn contract for CoverageAuditor and the legacy partition auditors.
+"""scikit-learn contract for every ERT estimator: ``check_estimator`` with no expected failure.
 
-All five pass every check with no expected failure (non-0/1 string labels are accepted with a warning; the
-larger
-class ``classes_[1]`` means covered).
+The estimators come from the registry entry (every public name defined in ``hf_ext.estimators``), at their
+defaults, plus the coverage auditor with a random forest (its NaN support comes from the forest's tags) and
+with a logistic regression (no NaN support). Non-0/1 string labels are accepted with a warning; the larger
+class ``classes_[1]`` means covered.
 """
 
 from __future__ import annotations
+
+import importlib
+import warnings
 
 import numpy as np
 import pytest
@@ -15,33 +19,70 @@ from hf_ext.testing import requires
 pytestmark = requires("metrics", "sklearn")
 
 sklearn = pytest.importorskip("sklearn")
+from sklearn.ensemble import RandomForestClassifier  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
-from hf_ext.estimators.conditional_coverage import (  # noqa: E402
-    CovGapAuditor,
-    EqualOpportunityAuditor,
-    SizeStratifiedAuditor,
-    WorstSlabAuditor,
-)
+from hf_ext._registry import methods  # noqa: E402
+from hf_ext.estimators.conditional_coverage import CovGapAuditor, WorstSlabAuditor  # noqa: E402
 from hf_ext.estimators.ert import CoverageAuditor  # noqa: E402
 
 
-@parametrize_with_checks(
-    [
-        CoverageAuditor(classifier=LogisticRegression()),
-        CovGapAuditor(n_groups=4),
-        SizeStratifiedAuditor(num_groups=4),
-        EqualOpportunityAuditor(num_groups=4),
-        WorstSlabAuditor(num_directions=10),
+def _registered_estimators() -> list:
+    public = methods()["ert"].public
+    classes = [
+        getattr(importlib.import_module(module), name)
+        for name, module in public.items()
+        if module.startswith("hf_ext.estimators.")
     ]
-)
-def test_sklearn_compatible(estimator, check):
-    import warnings
+    return [cls() for cls in classes]
 
+
+ESTIMATORS = [
+    *_registered_estimators(),
+    CoverageAuditor(classifier=RandomForestClassifier(n_estimators=10)),
+    CoverageAuditor(classifier=LogisticRegression()),
+]
+
+
+def test_every_registered_estimator_is_checked():
+    names = {type(e).__name__ for e in ESTIMATORS}
+    assert names == {
+        "CoverageAuditor",
+        "CovGapAuditor",
+        "WorstSlabAuditor",
+        "SizeStratifiedAuditor",
+        "EqualOpportunityAuditor",
+    }
+
+
+@parametrize_with_checks(ESTIMATORS)
+def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="`y` labels")
         check(estimator)
+
+
+def test_nan_support_follows_the_classifier():
+    from sklearn.utils import get_tags
+
+    assert get_tags(CoverageAuditor()).input_tags.allow_nan
+    assert get_tags(CoverageAuditor(classifier=RandomForestClassifier())).input_tags.allow_nan
+    assert not get_tags(CoverageAuditor(classifier=LogisticRegression())).input_tags.allow_nan
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    X[0, 0] = np.nan
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        CoverageAuditor(classifier=LogisticRegression()).fit(X, np.arange(40) % 2)
+    CoverageAuditor(n_splits=2).fit(X, np.arange(40) % 2)
+
+
+def test_unset_seeds_of_a_classifier_are_the_auditors():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(200, 3)), rng.integers(0, 2, 200)
+    first = CoverageAuditor(classifier=RandomForestClassifier(n_estimators=5), random_state=3).fit(X, y)
+    again = CoverageAuditor(classifier=RandomForestClassifier(n_estimators=5), random_state=3).fit(X, y)
+    assert first.classifier_.random_state == 3
+    np.testing.assert_array_equal(first.predict_proba(X), again.predict_proba(X))
 
 
 def test_string_labels_warn_and_map_the_larger_class_to_covered():
@@ -54,12 +95,15 @@ def test_string_labels_warn_and_map_the_larger_class_to_covered():
     assert auditor.predict_proba(X)[:, 1].mean() == pytest.approx(0.8, abs=0.05)
 
 
-def test_score_before_fit_raises_not_fitted():
+def test_score_p_value_and_summary_before_fit_raise_not_fitted():
     from sklearn.exceptions import NotFittedError
 
     for est in (CoverageAuditor(), CovGapAuditor(), WorstSlabAuditor()):
         with pytest.raises(NotFittedError):
             est.score(np.zeros((3, 2)), [0, 1, 1])
+    for method in ("p_value", "summary"):
+        with pytest.raises(NotFittedError):
+            getattr(CoverageAuditor(), method)(np.zeros((3, 2)), [0, 1, 1])
 
 
 def test_auditor_grid_search_prefers_the_more_powerful_classifier():
@@ -76,6 +120,8 @@ def test_auditor_grid_search_prefers_the_more_powerful_classifier():
 
 
 def test_partition_auditors_score_held_out_metrics():
+    from hf_ext.estimators.conditional_coverage import SizeStratifiedAuditor
+
     rng = np.random.default_rng(2)
     X = rng.uniform(-1, 1, (2000, 2))
     z = (rng.random(2000) < np.where(X[:, 0] > 0.3, 0.7, 0.99)).astype(int)

@@ -155,9 +155,86 @@ def test_per_sample_target_coverage_in_metric_matches_functional():
     m.update(x[:300], z[:300], target_coverage=tau[:300])
     m.update(x[300:], z[300:], target_coverage=tau[300:])
     ref = excess_risk_target_coverage(x, z, target_coverage=tau, classifier=_lr())
-    # the Metric cross-fits in canonical row order, the functional in the given order: values are close, not
-    # equal
-    assert abs(float(m.compute()["l1"]) - float(ref)) < 0.02
+    assert float(m.compute()["l1"]) == float(ref)
+
+
+def _functional_pairs():
+    """(name, Metric factory, its functional twin on the same rows, update-args builder)."""
+    from hf_ext.metrics import (
+        EqualOpportunityCoverage,
+        ExcessRiskTargetCoverage,
+        SizeCoverageCorrelation,
+        SizeStratifiedCoverage,
+        WorstSlabCoverage,
+    )
+    from hf_ext.metrics.functional import (
+        equal_opportunity_coverage,
+        excess_risk_target_coverage,
+        size_coverage_correlation,
+        size_stratified_coverage,
+        worst_slab_coverage,
+    )
+
+    return [
+        (
+            "ert",
+            lambda: ExcessRiskTargetCoverage(classifier=_lr(), n_splits=4),
+            lambda x, z: excess_risk_target_coverage(
+                x, z, classifier=_lr(), n_splits=4, loss="kl", side="under"
+            ),
+            "kl_under",
+        ),
+        (
+            "ert_hgb",
+            lambda: ExcessRiskTargetCoverage(n_splits=3),
+            lambda x, z: excess_risk_target_coverage(x, z, n_splits=3),
+            "l1",
+        ),
+        (
+            "ssc_kmeans",
+            lambda: SizeStratifiedCoverage(num_groups=3),
+            lambda s, z: size_stratified_coverage(s, z, num_groups=3),
+            None,
+        ),
+        (
+            "eoc_kmeans",
+            lambda: EqualOpportunityCoverage(num_groups=3),
+            lambda s, z: equal_opportunity_coverage(s, z, num_groups=3),
+            None,
+        ),
+        (
+            "wsc_holdout",
+            lambda: WorstSlabCoverage(num_directions=20, holdout=0.5),
+            lambda x, z: worst_slab_coverage(x, z, num_directions=20, holdout=0.5),
+            None,
+        ),
+        (
+            "hsic_subsample",
+            lambda: SizeCoverageCorrelation(method="hsic", max_samples=100),
+            lambda s, z: size_coverage_correlation(s, z, method="hsic", max_samples=100),
+            None,
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    "name, metric, functional, key", _functional_pairs(), ids=[p[0] for p in _functional_pairs()]
+)
+def test_metric_and_functional_give_the_same_value(name, metric, functional, key):
+    """One definition: the Metric fed shuffled batches equals the functional form on the same rows, for the
+    statistics whose computation draws folds, a holdout split, a subsample or k-means centroids by row."""
+    import torch
+
+    x, z, s, _ = _data(n=400)
+    s = s + torch.rand(400, generator=torch.Generator().manual_seed(1))  # many distinct values: k-means runs
+    first = x if name.startswith(("ert", "wsc")) else s
+    perm = torch.randperm(400, generator=torch.Generator().manual_seed(2))
+    m = metric()
+    for chunk in perm.split(128):
+        m.update(first[chunk], z[chunk])
+    got = m.compute()
+    got = got[key] if key else got
+    assert float(got) == float(functional(first, z))
 
 
 def test_full_state_update_false_is_justified():

@@ -3,10 +3,8 @@ dependence.
 
 Definitions follow ``covmetrics`` 0.1.2 (math in :mod:`hf_ext.ert.legacy` and :mod:`hf_ext.ert.slab`);
 ``alpha`` is the miscoverage level (target ``1 - alpha``). Every function takes the coverage indicator
-``covered``
-or, instead, labels ``y`` with ``prediction_sets`` / ``intervals`` (MAPIE-style arrays accepted) and returns a
-0-d float64 tensor.
-"""
+``covered`` or, instead, labels ``y`` with ``prediction_sets`` / ``intervals`` (MAPIE-style arrays accepted)
+and returns a 0-d float64 tensor."""
 
 from __future__ import annotations
 
@@ -20,6 +18,7 @@ from hf_ext._validation import check_choice, check_int, check_probability
 from hf_ext.ert import legacy
 from hf_ext.ert.inputs import (
     Coverage,
+    canonical_order,
     check_features,
     check_groups,
     check_vector,
@@ -133,6 +132,8 @@ def _stratified_compute(
     weighted: bool,
     seed: int,
 ) -> float:
+    order = canonical_order(values, covered)  # seeded k-means draws its first centroid by row
+    values, covered = values[order], covered[order]
     groups = legacy.discretize(values, num_groups, seed)
     return legacy.stratified(groups, covered, alpha, reduction, weighted)
 
@@ -222,11 +223,9 @@ def worst_slab_coverage(
     better).
 
     Directions are ``num_directions`` uniform unit vectors drawn with ``seed`` (seed 42 reproduces
-    covmetrics).
-    In-sample WSC is biased low; ``holdout=0.5`` picks the slab on half the data and reports its coverage on
-    the
-    other half [reconstructed]. ``delta=0.1`` is a conventional default [reconstructed]; covmetrics requires
-    it.
+    covmetrics). In-sample WSC is biased low; ``holdout=0.5`` picks the slab on half the data and reports its
+    coverage on the other half [reconstructed]. ``delta=0.1`` is a conventional default [reconstructed];
+    covmetrics requires it.
 
     Args:
         features: Finite features of shape ``(n, d)`` (NaN is rejected).
@@ -241,7 +240,19 @@ def worst_slab_coverage(
     _wsc_arg_validation(delta, num_directions, seed, holdout)
     cov = resolve_coverage(covered, y, prediction_sets, intervals, alpha_index).covered
     feats = check_features(features, cov.shape[0], allow_nan=False)
-    return _tensor(_wsc(feats, cov, delta, num_directions, seed, holdout))
+    return _tensor(_wsc_compute(feats, cov, delta, num_directions, seed, holdout))
+
+
+def _wsc_compute(
+    features: np.ndarray,
+    covered: np.ndarray,
+    delta: float,
+    num_directions: int,
+    seed: int,
+    holdout: float | None,
+) -> float:
+    order = canonical_order(features, covered)  # the holdout split is drawn by row
+    return _wsc(features[order], covered[order], delta, num_directions, seed, holdout)
 
 
 def _correlation_compute(
@@ -249,7 +260,8 @@ def _correlation_compute(
 ) -> float:
     if method == "pearson":
         return legacy.pearson(sizes, covered)
-    return legacy.hsic(sizes, covered, max_samples=max_samples, seed=seed)
+    order = canonical_order(sizes, covered)  # HSIC subsamples rows
+    return legacy.hsic(sizes[order], covered[order], max_samples=max_samples, seed=seed)
 
 
 def size_coverage_correlation(

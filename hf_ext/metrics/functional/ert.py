@@ -1,6 +1,9 @@
-"""Functional ERT (excess risk of the target coverage; arXiv 2512.11779) and its prediction-only form.
+"""Functional ERT (excess risk of the target coverage; arXiv 2512.11779), its held-out test and its
+prediction-only form.
 
-Math in :mod:`hf_ext.ert.core`; the class form is :class:`hf_ext.metrics.ert.ExcessRiskTargetCoverage`.
+Math in :mod:`hf_ext.ert.core`; the class form is :class:`hf_ext.metrics.ert.ExcessRiskTargetCoverage`, which
+computes through :func:`hf_ext.ert.core.cross_fit_ert` as :func:`excess_risk_target_coverage` does, so both
+give the same value on the same rows.
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ import torch
 from torch import Tensor
 
 from hf_ext._validation import check_choice, check_int, check_probability
-from hf_ext.ert.classifiers import check_classifier
-from hf_ext.ert.core import LOSSES, SIDES, cross_fit_ert, per_sample_excess_risk
+from hf_ext.ert.classifiers import allows_nan, check_classifier
+from hf_ext.ert.core import LOSSES, SIDES, HeldOutTest, cross_fit_ert, per_sample_excess_risk, split_test
 from hf_ext.ert.inputs import as_numpy, check_covered, check_features, resolve_coverage, target_vector
 
 
@@ -38,24 +41,12 @@ def _excess_risk_target_coverage_update(
     prediction_sets: Any = None,
     intervals: Any = None,
     alpha_index: int | None = None,
+    allow_nan: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Validated float64 ``(features (n, d), covered (n,), tau (n,))`` from one batch."""
     cov = resolve_coverage(covered, y, prediction_sets, intervals, alpha_index).covered
-    feats = check_features(features, cov.shape[0])
+    feats = check_features(features, cov.shape[0], allow_nan=allow_nan)
     return feats, cov, target_vector(alpha, target_coverage, cov.shape[0])
-
-
-def _excess_risk_target_coverage_compute(
-    features: np.ndarray,
-    covered: np.ndarray,
-    tau: np.ndarray,
-    classifier: Any = "hgb",
-    n_splits: int = 5,
-    random_state: int = 42,
-) -> dict[str, Any]:
-    """All nine cross-fitted ERT values plus ``fold_values`` (see :func:`hf_ext.ert.core.cross_fit_ert`)."""
-    check_int("n_splits", n_splits, low=2, high=covered.shape[0])
-    return cross_fit_ert(features, covered, tau, classifier, n_splits, random_state)
 
 
 def excess_risk_target_coverage(
@@ -77,12 +68,12 @@ def excess_risk_target_coverage(
     """Cross-fitted ERT: how much a classifier of the coverage beats the constant target coverage.
 
     ``KFold(n_splits, shuffle=True, random_state)``; per fold a fresh classifier is fitted on the training
-    part
-    and the fold value is ``mean l(tau, Z) - mean l(h, Z)`` on the held-out part; the result is the mean of
-    fold
-    values [paper, as ``covmetrics.ERT.evaluate``]. Lower is better for the audited conformal method (0 means
-    no
-    detectable conditional miscoverage); finite-sample values can be negative and are not clipped.
+    part and the fold value is ``mean l(tau, Z) - mean l(h, Z)`` on the held-out part; the result is the mean
+    of fold values [paper, as ``covmetrics.ERT.evaluate``]. Lower is better for the audited conformal method
+    (0 means no detectable conditional miscoverage); finite-sample values can be negative and are not clipped.
+    The folds are drawn over the rows in a canonical order, so the value depends on the rows, not on their
+    order; :class:`~hf_ext.metrics.ert.ExcessRiskTargetCoverage` gives the same value. For a p-value, see
+    :func:`ert_test`.
 
     Args:
         features: Features X of shape ``(n, d)`` (numpy, torch or pandas). NaN is allowed with the default
@@ -127,10 +118,71 @@ def excess_risk_target_coverage(
         prediction_sets=prediction_sets,
         intervals=intervals,
         alpha_index=alpha_index,
+        allow_nan=allows_nan(classifier),
     )
-    table = _excess_risk_target_coverage_compute(feats, cov, tau, classifier, n_splits, random_state)
+    table = cross_fit_ert(feats, cov, tau, classifier, n_splits, random_state)
     key = loss if side == "both" else f"{loss}_{side}"
     return torch.tensor(table[key], dtype=torch.float64)
+
+
+def ert_test(
+    features: Any,
+    covered: Any = None,
+    alpha: float = 0.1,
+    target_coverage: Any = None,
+    classifier: Any = "hgb",
+    test_size: float = 0.5,
+    random_state: int = 42,
+    *,
+    y: Any = None,
+    prediction_sets: Any = None,
+    intervals: Any = None,
+    alpha_index: int | None = None,
+) -> HeldOutTest:
+    """p-value of "conditional coverage equals the target": an exact held-out test of ERT-L1 [reconstructed].
+
+    The classifier is fitted on a random ``1 - test_size`` of the rows; on the other rows, the held-out ERT-L1
+    of its predictions h, ``mean(sign(h - tau) (Z - tau))``, is compared with its exact distribution when
+    every Z is Bernoulli(tau(X)) independently of X (null hypothesis p(x) = tau(x)); h is fixed given the
+    training rows, so no asymptotics and no simulation are needed, and the false-positive rate is at most the
+    level at every n. The cross-fitted value of :func:`excess_risk_target_coverage` uses every row for the
+    estimate, but its folds share training data, so a normal approximation on it is liberal (the docs page
+    measures it); the test spends half of the rows on fitting instead.
+
+    Args:
+        features, covered, alpha, target_coverage, classifier, y, prediction_sets, intervals, alpha_index: As
+            :func:`excess_risk_target_coverage`.
+        test_size: Fraction of the rows held out for the test, in (0, 1).
+        random_state: Seed of the split and of the default classifier.
+
+    Returns:
+        ``HeldOutTest(statistic, p_value, n, n_above, n_below)``: the held-out ERT-L1, its one-sided p-value,
+        the number of held-out rows, and how many of them h puts above / below tau (rows at tau carry no
+        evidence).
+
+    Example:
+        >>> import numpy as np
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.uniform(-1, 1, size=(2000, 2))
+        >>> covered = rng.random(2000) < np.where(X[:, 0] > 0.3, 0.75, 0.98)
+        >>> ert_test(X, covered, alpha=0.1, classifier=LogisticRegression()).p_value < 1e-6
+        True
+    """
+    _ert_arg_validation(alpha, "l1", "both", classifier, 2, random_state)
+    check_probability("test_size", test_size, low_open=True, high_open=True)
+    feats, cov, tau = _excess_risk_target_coverage_update(
+        features,
+        covered,
+        alpha,
+        target_coverage,
+        y=y,
+        prediction_sets=prediction_sets,
+        intervals=intervals,
+        alpha_index=alpha_index,
+        allow_nan=allows_nan(classifier),
+    )
+    return split_test(feats, cov, tau, classifier, test_size, random_state)
 
 
 def ert_from_predictions(
@@ -139,8 +191,7 @@ def ert_from_predictions(
     """ERT of given coverage predictions, with no fitting: ``mean l(tau, Z) - mean l(pred, Z)``.
 
     Use it with predictions from held-out data (an in-sample h overfits and inflates ERT) or as a
-    training-time
-    monitor: it is differentiable in ``pred`` for ``"l2"`` and ``"kl"`` (zero gradient for ``"l1"``).
+    training-time monitor: differentiable in ``pred`` for ``"l2"`` and ``"kl"`` (zero gradient for ``"l1"``).
 
     Args:
         pred: Predicted coverage probabilities h(x) in [0, 1], shape ``(n,)``; a tensor keeps its autograd

@@ -1,0 +1,123 @@
+"""The ERT p-value (exact held-out test), ``ert_test`` and ``CoverageAuditor.p_value`` / ``summary``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hf_ext.testing import requires
+
+pytestmark = requires("metrics", "sklearn")
+
+
+def test_hand_computed_p_value_all_rows_above_tau():
+    from hf_ext.ert.core import held_out_test
+
+    # every h above tau = 0.9: p = P(Bin(20, 0.9) >= 19) = 0.9^20 + 20 * 0.9^19 * 0.1
+    res = held_out_test(np.full(20, 0.95), np.r_[np.ones(19), 0.0], np.full(20, 0.9))
+    assert res.p_value == pytest.approx(0.9**20 + 20 * 0.9**19 * 0.1, abs=1e-12)
+    assert res.statistic == pytest.approx(0.05)
+    assert (res.n, res.n_above, res.n_below) == (20, 20, 0)
+
+
+def test_hand_computed_p_value_both_sides_and_a_tie():
+    from hf_ext.ert.core import held_out_test
+
+    # s = (+1, +1, -1, 0), z = (1, 1, 0, 1), tau = 0.5: W = 2; P(A - B >= 2) = P(A = 2) P(B = 0) = 1/8
+    res = held_out_test(np.array([0.7, 0.6, 0.2, 0.5]), np.array([1.0, 1.0, 0.0, 1.0]), np.full(4, 0.5))
+    assert res.p_value == pytest.approx(0.125, abs=1e-12)
+    assert res.statistic == pytest.approx(1.5 / 4)
+    assert (res.n_above, res.n_below) == (2, 1)
+
+
+def test_per_sample_targets_use_the_poisson_binomial():
+    from hf_ext.ert.core import held_out_test
+
+    # two rows above tau = (0.8, 0.6), both covered: p = 0.8 * 0.6
+    res = held_out_test(np.array([0.9, 0.9]), np.array([1.0, 1.0]), np.array([0.8, 0.6]))
+    assert res.p_value == pytest.approx(0.48, abs=1e-12)
+
+
+def test_p_value_is_valid_under_the_null():
+    """h independent of the held-out rows and z ~ Bernoulli(tau): P(p <= a) <= a (up to Monte-Carlo noise)."""
+    from hf_ext.ert.core import held_out_test
+
+    rng = np.random.default_rng(0)
+    pvals = []
+    for _ in range(2000):
+        tau = np.where(rng.random(150) < 0.5, 0.9, 0.8)
+        pvals.append(
+            held_out_test(rng.uniform(0.7, 1.0, 150), (rng.random(150) < tau).astype(float), tau).p_value
+        )
+    pvals = np.array(pvals)
+    for a in (0.01, 0.05, 0.2, 0.5):
+        assert np.mean(pvals <= a) <= a + 3 * np.sqrt(a * (1 - a) / pvals.size)
+    assert np.mean(pvals <= 0.05) >= 0.02  # discreteness makes it conservative, not useless
+
+
+def test_ert_test_detects_a_step_and_not_a_null():
+    from sklearn.linear_model import LogisticRegression
+
+    from hf_ext.metrics.functional import ert_test
+
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, (2000, 2))
+    shifted = rng.random(2000) < np.where(X[:, 0] > 0.3, 0.75, 0.98)
+    exact = rng.random(2000) < 0.9
+    assert ert_test(X, shifted, alpha=0.1, classifier=LogisticRegression()).p_value < 1e-6
+    assert ert_test(X, exact, alpha=0.1, classifier=LogisticRegression()).p_value > 0.05
+
+
+def test_ert_test_does_not_depend_on_row_order():
+    from sklearn.linear_model import LogisticRegression
+
+    from hf_ext.metrics.functional import ert_test
+
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-1, 1, (600, 2))
+    z = rng.random(600) < np.where(X[:, 0] > 0.3, 0.8, 0.95)
+    perm = rng.permutation(600)
+    a = ert_test(X, z, classifier=LogisticRegression())
+    b = ert_test(X[perm], z[perm], classifier=LogisticRegression())
+    assert a == b
+
+
+def test_auditor_p_value_and_summary_on_held_out_rows():
+    from sklearn.linear_model import LogisticRegression
+
+    from hf_ext.ert.core import KEYS
+    from hf_ext.estimators import CoverageAuditor
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, (3000, 2))
+    z = (rng.random(3000) < np.where(X[:, 0] > 0.3, 0.75, 0.98)).astype(int)
+    auditor = CoverageAuditor(classifier=LogisticRegression()).fit(X[:1500], z[:1500])
+    summary = auditor.summary(X[1500:], z[1500:])
+    assert summary.test.p_value == auditor.p_value(X[1500:], z[1500:]) < 1e-6
+    assert summary.ert["l1"] == pytest.approx(auditor.score(X[1500:], z[1500:]))
+    assert summary.test.statistic == pytest.approx(summary.ert["l1"])
+    assert set(summary.ert) == set(KEYS)
+    for loss in ("l1", "l2", "kl"):
+        assert summary.ert[f"{loss}_over"] + summary.ert[f"{loss}_under"] == pytest.approx(summary.ert[loss])
+    assert summary.n == 1500 and summary.coverage == pytest.approx(z[1500:].mean())
+    text = str(summary)
+    assert "p-value" in text and "conditional miscoverage detected" in text and "ERT-L1" in text
+
+
+def test_summary_and_test_bad_inputs():
+    from sklearn.linear_model import LogisticRegression
+
+    from hf_ext.estimators import CoverageAuditor
+    from hf_ext.metrics.functional import ert_test
+
+    rng = np.random.default_rng(4)
+    X, z = rng.normal(size=(100, 2)), (rng.random(100) < 0.9).astype(int)
+    auditor = CoverageAuditor(classifier=LogisticRegression()).fit(X, z)
+    with pytest.raises(ValueError, match=r"`level` must be a finite float in \(0, 1\), got 1.5"):
+        auditor.summary(X, z, level=1.5)
+    with pytest.raises(ValueError, match=r"`y` has shape \(99,\) but `X` has 100 rows"):
+        auditor.p_value(X, z[:99])
+    with pytest.raises(ValueError, match=r"`test_size` must be a finite float in \(0, 1\), got 0.0"):
+        ert_test(X, z, test_size=0.0)
+    with pytest.raises(ValueError, match=r"`test_size`=0.999 leaves no training or no test rows with n=100"):
+        ert_test(X, z, test_size=0.999, classifier=LogisticRegression())
