@@ -31,9 +31,12 @@ METHOD = MethodInfo(
         "the whole loss form (only the abstract was available)",
         "normalised truth/help gaps t, h = rating difference / scale width",
         "conflict indicator: sign rule 1[t*h<0], soft rule sigmoid(-kappa*t*h), or a precomputed column",
-        "adaptive margin gamma*[(1-c)*(|t|+|h|)/2 + c*(w_T*t + w_H*h)] inside -log sigmoid(beta*delta - m)",
+        "adaptive margin m = gamma*[(1-c)*g + c*(w_T*t + w_H*h)], signed consistent margin "
+        "g = sign(t+h)*(|t|+|h|)/2",
+        "conflict pairs: two-sided soft-label loss settling at beta*delta = m (default), or the one-sided "
+        "-log sigmoid(beta*delta - m)",
         "weight mode: conflict pairs weighted by omega",
-        "defaults gamma=1, w_T=w_H=0.5, kappa=10, omega=0.5",
+        "defaults gamma=1, w_T=w_H=0.5, kappa=10, omega=0.5, soft-label conflict loss",
         "synthetic knowledge-boundary benchmark",
     ),
     note=(

@@ -25,9 +25,60 @@ def test_hand_computed_consistent_pair() -> None:
 
 
 def test_hand_computed_conflict_pair() -> None:
-    loss, aux = camp_loss(_one(2.0), _one(0.0), _one(-0.5), _one(0.5), beta=0.1, gamma=1.0)
+    # t=-0.5, h=0.5 -> c=1, m=0; one-sided: -log sigmoid(0.2); two-sided: the mean of -log sigmoid(+-0.2)
+    args = (_one(2.0), _one(0.0), _one(-0.5), _one(0.5))
+    loss, aux = camp_loss(*args, beta=0.1, gamma=1.0, conflict_loss="sigmoid")
     assert aux["conflict"].item() == 1.0 and aux["margin"].item() == 0.0
     assert loss.item() == pytest.approx(0.59814, abs=1e-5)
+    loss, _ = camp_loss(*args, beta=0.1, gamma=1.0)
+    assert loss.item() == pytest.approx(0.5 * 0.59814 + 0.5 * 0.79814, abs=1e-5)
+
+
+def test_soft_label_conflict_pair_settles_at_the_tradeoff_margin() -> None:
+    # truth-prioritised weights: m = 0.7 * (-1) + 0.3 * 1 = -0.4; the two-sided loss is minimal at z = m
+    t, h = _one(-1.0), _one(1.0)
+    z = torch.linspace(-2, 2, 401, dtype=torch.float64)
+    losses = torch.stack(
+        [camp_loss(_one(v / 0.1), _one(0.0), t, h, beta=0.1, weights=(0.7, 0.3))[0] for v in z.tolist()]
+    )
+    assert z[losses.argmin()].item() == pytest.approx(-0.4, abs=0.01)
+    one_sided = [camp_loss(_one(v / 0.1), _one(0.0), t, h, conflict_loss="sigmoid")[0] for v in (1.0, 2.0)]
+    assert one_sided[1] < one_sided[0]  # the one-sided loss keeps rewarding a larger z
+
+
+def test_signed_consistent_margin() -> None:
+    # worse on both: negative margin; better on both: (t + h) / 2; a tie on one counts as consistent
+    t, h = torch.tensor([-0.5, 0.5, 0.0, -1.0]), torch.tensor([-0.25, 0.25, -0.5, -1.0])
+    m = camp_margin(t, h, camp_conflict(t, h), gamma=2.0)
+    torch.testing.assert_close(m, torch.tensor([-0.75, 0.75, -0.5, -2.0]))
+
+
+def test_soft_label_default_differs_from_an_ungated_margin() -> None:
+    """The default CAMP and a MODPO-style margin on every pair agree on consistent pairs only."""
+    g = torch.Generator().manual_seed(3)
+    c, r = torch.randn(8, generator=g), torch.randn(8, generator=g)
+    t = torch.tensor([1.0, 0.5, 0.25, 0.0, -1.0, -0.5, 1.0, -0.25])
+    h = torch.tensor([1.0, 0.5, 0.75, 1.0, 1.0, 0.5, -0.5, 0.75])
+    _, camp = camp_loss(c, r, t, h)
+    _, ungated = camp_loss(c, r, t, h, conflict=torch.ones(8), conflict_loss="sigmoid")
+    conflict = camp["conflict"].bool()
+    assert conflict.tolist() == [False] * 4 + [True] * 4
+    torch.testing.assert_close(camp["per_pair_loss"][~conflict], ungated["per_pair_loss"][~conflict])
+    assert (camp["per_pair_loss"][conflict] != ungated["per_pair_loss"][conflict]).all()
+
+
+def test_constant_soft_label_is_conservative_dpo() -> None:
+    g = torch.Generator().manual_seed(4)
+    c, r = (
+        torch.randn(16, generator=g, dtype=torch.float64),
+        torch.randn(16, generator=g, dtype=torch.float64),
+    )
+    eps, ones = 0.2, torch.ones(16, dtype=torch.float64)
+    gamma = math.log((1 - eps) / eps)  # sigmoid(gamma * w_T * t) = 1 - eps with t = 1, w = (1, 0)
+    loss, _ = camp_loss(c, r, ones, ones, beta=0.1, gamma=gamma, weights=(1.0, 0.0), conflict=ones)
+    z = 0.1 * (c - r)
+    cdpo = -(1 - eps) * F.logsigmoid(z) - eps * F.logsigmoid(-z)
+    torch.testing.assert_close(loss, cdpo.mean())
 
 
 def test_truth_prioritised_conflict_margin_is_negative() -> None:
@@ -40,7 +91,7 @@ def test_margin_mode_gamma_zero_is_dpo_bit_for_bit() -> None:
     g = torch.Generator().manual_seed(0)
     c, r = torch.randn(64, generator=g) * 5, torch.randn(64, generator=g) * 5
     t, h = torch.rand(64, generator=g) * 2 - 1, torch.rand(64, generator=g) * 2 - 1
-    loss, aux = camp_loss(c, r, t, h, beta=0.1, mode="margin", gamma=0.0)
+    loss, aux = camp_loss(c, r, t, h, beta=0.1, mode="margin", gamma=0.0, conflict_loss="sigmoid")
     ref = -F.logsigmoid(0.1 * (c - r))
     assert torch.equal(aux["per_pair_loss"], ref)
     assert torch.equal(loss, ref.mean())
@@ -74,14 +125,27 @@ def test_gradient_wrt_delta() -> None:
     torch.testing.assert_close(delta.grad, expected)
 
 
-@pytest.mark.parametrize("mode", ["margin", "weight"])
-def test_gradcheck(mode: str) -> None:
+def test_gradient_of_the_two_sided_conflict_loss() -> None:
+    beta, m = 0.1, -0.4  # t=-1, h=1, weights (0.7, 0.3)
+    delta = torch.tensor([2.0, -3.0, -4.0], dtype=torch.float64, requires_grad=True)
+    t, h = torch.full((3,), -1.0, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+    loss, _ = camp_loss(delta, torch.zeros(3, dtype=torch.float64), t, h, beta=beta, weights=(0.7, 0.3))
+    (loss * 3).backward()
+    expected = beta * (torch.sigmoid(beta * delta.detach()) - torch.sigmoid(torch.tensor(m)))
+    torch.testing.assert_close(delta.grad, expected.to(torch.float64))
+
+
+@pytest.mark.parametrize(
+    ("mode", "conflict_loss"), [("margin", "soft_label"), ("margin", "sigmoid"), ("weight", "soft_label")]
+)
+def test_gradcheck(mode: str, conflict_loss: str) -> None:
     g = torch.Generator().manual_seed(2)
     c = torch.randn(6, dtype=torch.float64, generator=g, requires_grad=True)
     r = torch.randn(6, dtype=torch.float64, generator=g, requires_grad=True)
     t = torch.rand(6, dtype=torch.float64, generator=g) * 2 - 1
     h = torch.rand(6, dtype=torch.float64, generator=g) * 2 - 1
-    assert torch.autograd.gradcheck(lambda a, b: camp_loss(a, b, t, h, mode=mode, rule="soft")[0], (c, r))
+    kw = dict(mode=mode, rule="soft", conflict_loss=conflict_loss)
+    assert torch.autograd.gradcheck(lambda a, b: camp_loss(a, b, t, h, **kw)[0], (c, r))
 
 
 def test_soft_rule_limits_and_ties() -> None:
@@ -105,6 +169,8 @@ def test_bad_inputs() -> None:
     x = torch.zeros(3)
     with pytest.raises(ValueError, match="`mode` must be one of"):
         camp_loss(x, x, x, x, mode="beta")
+    with pytest.raises(ValueError, match="`conflict_loss` must be one of 'soft_label', 'sigmoid', got 'ipo'"):
+        camp_loss(x, x, x, x, conflict_loss="ipo")
     with pytest.raises(ValueError, match="`truth_margin` and `help_margin` are required"):
         camp_loss(x, x)
     with pytest.raises(ValueError, match=r"`rejected_logratios` has shape \(2,\)"):

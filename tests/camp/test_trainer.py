@@ -117,7 +117,11 @@ def _recorded_run(trainer_cls: Any, model: Any, args: Any, ds: Any, tok: Any) ->
 
 @pytest.mark.parametrize(
     "camp_kw",
-    [{"camp_gamma": 0.0}, {"camp_mode": "off"}, {"camp_mode": "weight", "camp_conflict_weight": 1.0}],
+    [
+        {"camp_gamma": 0.0, "camp_conflict_loss": "sigmoid"},
+        {"camp_mode": "off"},
+        {"camp_mode": "weight", "camp_conflict_weight": 1.0},
+    ],
 )
 def test_parity_with_stock_dpo_sigmoid(
     camp_kw: dict[str, Any], tok: Any, make_model: Any, camp_dataset: Any, make_args: Any
@@ -160,7 +164,7 @@ def test_margin_equals_dpo_with_shifted_reference(
     rec_camp = GradRecorder()
     camp = _camp(
         make_model(),
-        make_args(CAMPConfig, camp_gamma=0.7, **kw),
+        make_args(CAMPConfig, camp_gamma=0.7, camp_conflict_loss="sigmoid", **kw),
         camp_dataset,
         tok,
         ref_model=None,
@@ -319,3 +323,81 @@ def test_custom_collator_without_camp_columns(
         ValueError, match=r"the batch lacks the CAMP column\(s\) \['truth_margin', 'help_margin'\]"
     ):
         trainer.train()
+
+
+def _conversational(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def msg(role: str, text: str) -> list[dict[str, str]]:
+        return [{"role": role, "content": text}]
+
+    return [
+        {
+            "prompt": msg("user", r["prompt"]),
+            "chosen": msg("assistant", r["chosen"]),
+            "rejected": msg("assistant", r["rejected"]),
+            "truth_margin": r["truth_margin"],
+            "help_margin": r["help_margin"],
+        }
+        for r in rows
+    ]
+
+
+def test_conversational_data(tok: Any, make_model: Any, rows: list[Any], make_args: Any) -> None:
+    """Message-list pairs: the margin columns stay scalar, CAMP sees every conflict, and with the term off it
+    matches stock DPO on the same conversational data."""
+    from datasets import Dataset
+    from trl import DPOConfig, DPOTrainer
+
+    from hf_ext import CAMPConfig, CAMPTrainer
+
+    ds = Dataset.from_list(_conversational(rows))
+    trainer = _camp(make_model(), make_args(per_device_train_batch_size=8), ds, tok)
+    trainer.train()
+    assert sum(_logged(trainer, "camp/conflict_frac")) / 2 == pytest.approx(0.25)
+    dpo, dpo_rec = _recorded_run(DPOTrainer, make_model(), make_args(DPOConfig), ds, tok)
+    off = make_args(CAMPConfig, camp_gamma=0.0, camp_conflict_loss="sigmoid")
+    camp, camp_rec = _recorded_run(CAMPTrainer, make_model(), off, ds, tok)
+    for g_dpo, g_camp in zip(dpo_rec.grads, camp_rec.grads, strict=True):
+        _assert_same(g_dpo, g_camp)
+    assert _logged(camp, "loss") == pytest.approx(_logged(dpo, "loss"), abs=1e-6)
+
+
+def test_peft_without_ref_model_matches_stock_dpo(
+    tok: Any, make_model: Any, camp_dataset: Any, make_args: Any
+) -> None:
+    """PEFT with ``ref_model=None`` (the reference is the adapter switched off): CAMP with the term off gives
+    stock DPO's LoRA gradients, and the default CAMP trains only the adapter."""
+    pytest.importorskip("peft")
+    import torch
+    from peft import LoraConfig
+    from trl import DPOConfig, DPOTrainer
+
+    from hf_ext import CAMPConfig, CAMPTrainer
+
+    def lora() -> Any:
+        return LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)
+
+    grads = []
+    for cls, args in (
+        (DPOTrainer, make_args(DPOConfig)),
+        (CAMPTrainer, make_args(CAMPConfig, camp_gamma=0.0, camp_conflict_loss="sigmoid")),
+    ):
+        rec = GradRecorder()
+        torch.manual_seed(0)
+        trainer = cls(
+            model=make_model(),
+            ref_model=None,
+            args=args,
+            train_dataset=camp_dataset,
+            processing_class=tok,
+            peft_config=lora(),
+            callbacks=[rec.callback],
+        )
+        trainer.train()
+        assert rec.grads and all("lora_" in name for name in rec.grads[0])
+        grads.append(rec.grads)
+    for g_dpo, g_camp in zip(*grads, strict=True):
+        _assert_same(g_dpo, g_camp)
+    torch.manual_seed(0)
+    trainer = _camp(make_model(), make_args(), camp_dataset, tok, ref_model=None, peft_config=lora())
+    trainer.train()
+    assert _logged(trainer, "camp/margin_mean") and _logged(trainer, "rewards/margins_conflict")

@@ -8,7 +8,7 @@ from trl import DPOConfig
 
 from hf_ext._registry import paper
 from hf_ext._validation import check_choice, check_float, check_sequence
-from hf_ext.trl.camp.core import CAMP_MODES, CONFLICT_RULES
+from hf_ext.trl.camp.core import CAMP_MODES, CONFLICT_LOSSES, CONFLICT_RULES
 
 MODES = (*CAMP_MODES, "off")
 
@@ -24,14 +24,23 @@ class CAMPConfig(DPOConfig):
 
     Args:
         camp_mode (`str`, *optional*, defaults to `"margin"`):
-            `"margin"`: `-log sigmoid(beta * delta - m_i)` with the adaptive margin `m_i`; `"weight"`:
-            conflict pairs weighted by `camp_conflict_weight`; `"off"`: plain DPO through trl's own loss code
-            (our addition, for A/B runs and parity checks).
+            `"margin"`: the adaptive margin `m_i` (consistent pairs: `-log sigmoid(beta * delta - m_i)`;
+            conflict pairs: see `camp_conflict_loss`); `"weight"`: conflict pairs weighted by
+            `camp_conflict_weight`; `"off"`: plain DPO through trl's own loss code (our addition, for A/B runs
+            and parity checks).
         camp_gamma (`float`, *optional*, defaults to `1.0`):
             Margin scale, in logit units of `beta * delta`: `m = 1` at `beta = 0.1` asks for a 10-nat
-            log-ratio gap, so keep it small for long completions. `0` gives DPO exactly.
+            log-ratio gap, so keep it small for long completions. `0` with `camp_conflict_loss="sigmoid"`
+            gives DPO exactly.
         camp_weights (`list[float]`, *optional*, defaults to `[0.5, 0.5]`):
-            `(w_T, w_H)` of the conflict-pair trade-off margin `w_T * t + w_H * h`.
+            `(w_T, w_H)` of the conflict-pair trade-off margin `w_T * t + w_H * h`. Truth-prioritised weights
+            (`w_T > w_H`) make a conflict pair whose chosen answer is less truthful settle at a negative
+            target, i.e. move toward the more truthful answer.
+        camp_conflict_loss (`str`, *optional*, defaults to `"soft_label"`):
+            Loss of conflict pairs in margin mode. `"soft_label"`: two-sided, `-sigmoid(m) * log sigmoid(z) -
+            sigmoid(-m) * log sigmoid(-z)` with `z = beta * delta`, minimal at `z = m`, so a conflict pair
+            settles at its trade-off instead of following the overall label; `"sigmoid"`: the one-sided
+            `-log sigmoid(z - m)` used for consistent pairs (a MODPO-style margin gated by the conflict).
         conflict_rule (`str`, *optional*, defaults to `"sign"`):
             `"sign"`: `c = 1[t * h < 0]`; `"soft"`: `c = sigmoid(-camp_kappa * t * h)`.
         camp_kappa (`float`, *optional*, defaults to `10.0`):
@@ -66,6 +75,13 @@ class CAMPConfig(DPOConfig):
     camp_weights: list[float] = field(
         default_factory=lambda: [0.5, 0.5],
         metadata={"help": "(w_T, w_H): weights of the truth and help gaps in the conflict-pair margin."},
+    )
+    camp_conflict_loss: str = field(
+        default="soft_label",
+        metadata={
+            "help": "Conflict-pair loss in margin mode: 'soft_label' (two-sided, settles at the trade-off "
+            "margin) or 'sigmoid' (one-sided margin loss)."
+        },
     )
     conflict_rule: str = field(
         default="sign", metadata={"help": "Conflict rule: 'sign' (t*h < 0) or 'soft' (sigmoid(-kappa*t*h))."}
@@ -116,6 +132,7 @@ class CAMPConfig(DPOConfig):
             )
         check_choice("camp_mode", self.camp_mode, MODES)
         check_choice("conflict_rule", self.conflict_rule, CONFLICT_RULES)
+        check_choice("camp_conflict_loss", self.camp_conflict_loss, CONFLICT_LOSSES)
         self.camp_weights = check_sequence(
             "camp_weights",
             self.camp_weights,

@@ -1,9 +1,10 @@
 """CAMP loss in pure torch: per-pair conflict indicator, adaptive margin, and the DPO-style loss.
 
 Every function here is a **reconstruction** from the paper's abstract (no public code, no full text checked):
-the gap normalisation, the three conflict rules, the margin formula and the weighting alternative are ours.
-Shapes: every per-pair tensor is ``[B]`` (one entry per preference pair). Log-ratios are token-summed
-``log pi(y|x) - log pi_ref(y|x)`` in nats; margins are in logit units, i.e. the units of ``beta * delta``.
+the gap normalisation, the three conflict rules, the margin formula, the two-sided conflict loss and the
+weighting alternative are ours. Shapes: every per-pair tensor is ``[B]`` (one entry per preference pair).
+Log-ratios are token-summed ``log pi(y|x) - log pi_ref(y|x)`` in nats; margins are in logit units, i.e. the
+units of ``beta * delta``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hf_ext._validation import check_choice, check_float
 
 CONFLICT_RULES = ("sign", "soft")
 CAMP_MODES = ("margin", "weight")
+CONFLICT_LOSSES = ("soft_label", "sigmoid")
 
 
 def _check_pairs(name: str, value: torch.Tensor, like: torch.Tensor | None = None) -> None:
@@ -71,8 +73,10 @@ def camp_margin(
 ) -> torch.Tensor:
     """Adaptive target margin ``m = gamma * [(1 - c) * g + c * (w_T * t + w_H * h)]`` [reconstructed].
 
-    ``g = (|t| + |h|) / 2`` is the consistent-pair margin; the conflict term is the truth/help trade-off,
-    which can be zero or negative, so conflict pairs saturate early.
+    ``g = sign(t + h) * (|t| + |h|) / 2`` is the signed consistent-pair margin: positive when the chosen
+    answer is better on both objectives, negative when it is worse on both (such a pair is likely mislabelled,
+    and is not pushed past a positive target). On pairs with ``t * h >= 0`` it equals ``(t + h) / 2``. The
+    conflict term is the truth/help trade-off, which can be small, zero or negative.
 
     Args:
         truth_margin: ``t``, shape ``[B]``.
@@ -85,13 +89,13 @@ def camp_margin(
         ``m``, shape ``[B]``, in logit units.
 
     Example:
-        >>> t, h = torch.tensor([0.5, -0.5]), torch.tensor([0.5, 0.5])
+        >>> t, h = torch.tensor([0.5, -0.5, -0.5]), torch.tensor([0.5, 0.5, -0.25])
         >>> camp_margin(t, h, camp_conflict(t, h), gamma=1.0)
-        tensor([0.5000, 0.0000])
+        tensor([ 0.5000,  0.0000, -0.3750])
     """
     _check_pairs("conflict", conflict, truth_margin)
     w_t, w_h = weights
-    consistent = (truth_margin.abs() + help_margin.abs()) / 2
+    consistent = torch.sign(truth_margin + help_margin) * (truth_margin.abs() + help_margin.abs()) / 2
     tradeoff = w_t * truth_margin + w_h * help_margin
     return gamma * ((1 - conflict) * consistent + conflict * tradeoff)
 
@@ -108,17 +112,24 @@ def camp_loss(
     weights: Sequence[float] = (0.5, 0.5),
     rule: str = "sign",
     kappa: float = 10.0,
+    conflict_loss: str = "soft_label",
     conflict_weight: float = 0.5,
     conflict: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """CAMP preference loss, mean over the batch [reconstructed loss form].
 
-    With ``delta = chosen_logratios - rejected_logratios``:
+    With ``z = beta * (chosen_logratios - rejected_logratios)`` and ``m`` from :func:`camp_margin`:
 
-    - ``mode="margin"``: ``l = -log sigmoid(beta * delta - m)`` with ``m`` from :func:`camp_margin`.
-      ``gamma=0`` is trl's ``loss_type="sigmoid"`` bit for bit.
-    - ``mode="weight"``: ``l = [(1 - c) + c * omega] * (-log sigmoid(beta * delta))``, with
-      ``omega = conflict_weight``. ``omega=1`` is DPO up to float rounding.
+    - ``mode="margin"``, ``conflict_loss="soft_label"`` (default): consistent pairs get the one-sided margin
+      loss ``-log sigmoid(z - m)`` (pushed past ``m``); conflict pairs get the two-sided soft-label loss
+      ``-sigmoid(m) * log sigmoid(z) - sigmoid(-m) * log sigmoid(-z)``, whose minimum is at ``z = m``, so they
+      settle at the truth/help trade-off instead of being pushed toward the overall label. A soft conflict
+      ``c`` mixes the two: ``l = (1 - c) * one_sided + c * two_sided``. The gradient in ``z`` of the
+      two-sided part is ``sigmoid(z) - sigmoid(m)``. With a constant label it is conservative DPO (cDPO).
+    - ``mode="margin"``, ``conflict_loss="sigmoid"``: ``-log sigmoid(z - m)`` on every pair (conflict pairs
+      only get a smaller or negative margin). ``gamma=0`` is trl's ``loss_type="sigmoid"`` bit for bit.
+    - ``mode="weight"``: ``l = [(1 - c) + c * omega] * (-log sigmoid(z))`` with ``omega = conflict_weight``.
+      ``omega=1`` is DPO up to float rounding.
 
     Args:
         chosen_logratios: ``log pi(y_w|x) - log pi_ref(y_w|x)``, token-summed, shape ``[B]``.
@@ -133,13 +144,13 @@ def camp_loss(
         weights: ``(w_T, w_H)`` of the trade-off margin (margin mode).
         rule: Conflict rule, ``"sign"`` or ``"soft"`` (ignored when ``conflict`` is given).
         kappa: Sharpness of the soft rule.
+        conflict_loss: ``"soft_label"`` (two-sided on conflict pairs) or ``"sigmoid"`` (margin mode).
         conflict_weight: ``omega``, the loss weight of conflict pairs (weight mode).
         conflict: Optional precomputed ``c`` in [0, 1], shape ``[B]`` (e.g. a knowledge-boundary probe).
 
     Returns:
         ``(loss, aux)``: the scalar mean loss and a dict of ``[B]`` tensors ``per_pair_loss``, ``logits``
-        (``beta * delta``), ``conflict``, ``margin`` (zeros in weight mode) and ``weight`` (ones in margin
-        mode).
+        (``z``), ``conflict``, ``margin`` (zeros in weight mode) and ``weight`` (ones in margin mode).
 
     Example:
         >>> loss, aux = camp_loss(torch.tensor([1.0]), torch.tensor([-1.0]), torch.tensor([0.5]),
@@ -150,6 +161,7 @@ def camp_loss(
     _check_pairs("chosen_logratios", chosen_logratios)
     _check_pairs("rejected_logratios", rejected_logratios, chosen_logratios)
     check_choice("mode", mode, CAMP_MODES)
+    check_choice("conflict_loss", conflict_loss, CONFLICT_LOSSES)
     for name, gap in (("truth_margin", truth_margin), ("help_margin", help_margin)):
         if gap is not None:
             _check_pairs(name, gap, chosen_logratios)
@@ -167,11 +179,15 @@ def camp_loss(
         _check_pairs("conflict", conflict, chosen_logratios)
     conflict = conflict.to(chosen_logratios.dtype)
     logits = beta * (chosen_logratios - rejected_logratios)
+    weight = torch.ones_like(logits)
     if mode == "margin":
         assert gaps is not None
         margin = camp_margin(*gaps, conflict, gamma=gamma, weights=weights).to(logits.dtype)
         per_pair = -F.logsigmoid(logits - margin)
-        weight = torch.ones_like(logits)
+        if conflict_loss == "soft_label":
+            label = torch.sigmoid(margin)
+            two_sided = -label * F.logsigmoid(logits) - (1 - label) * F.logsigmoid(-logits)
+            per_pair = (1 - conflict) * per_pair + conflict * two_sided
     else:
         margin = torch.zeros_like(logits)
         weight = (1 - conflict) + conflict * conflict_weight

@@ -41,9 +41,11 @@ class CAMPTrainer(DPOTrainer):
     """DPO with CAMP's conflict-aware adaptive margin (or weight) per preference pair.
 
     **Reconstruction:** only the paper's abstract was available. The conflict indicator (sign/soft rule or a
-    precomputed column), the margin ``m = gamma * [(1 - c) * (|t| + |h|) / 2 + c * (w_T * t + w_H * h)]``, the
-    weight-mode alternative and all defaults are ours (see :func:`hf_ext.trl.camp.core.camp_loss`). A
-    per-sample ``beta`` reading is possible and not implemented.
+    precomputed column), the margin ``m = gamma * [(1 - c) * g + c * (w_T * t + w_H * h)]`` with the signed
+    consistent margin ``g = sign(t + h) * (|t| + |h|) / 2``, the two-sided soft-label loss of conflict pairs
+    (they settle at ``beta * delta = m`` rather than follow the overall label), the weight-mode alternative
+    and all defaults are ours (see :func:`hf_ext.trl.camp.core.camp_loss`). A per-sample ``beta`` reading is
+    possible and not implemented.
 
     Drop-in for ``trl.DPOTrainer``: same arguments, plus dataset columns ``truth_margin`` and ``help_margin``
     (normalised gaps in [-1, 1], e.g. from :func:`hf_ext.trl.camp.data.ultrafeedback_to_camp`) and optionally
@@ -232,6 +234,7 @@ class CAMPTrainer(DPOTrainer):
             weights=args.camp_weights,
             rule=args.conflict_rule,
             kappa=args.camp_kappa,
+            conflict_loss=args.camp_conflict_loss,
             conflict_weight=args.camp_conflict_weight,
             conflict=camp.get(args.conflict_key) if args.conflict_key else None,
         )
