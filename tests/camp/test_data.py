@@ -112,13 +112,37 @@ def test_validate_summary_and_warnings() -> None:
     from hf_ext.trl.camp import validate_camp_dataset
 
     stats = validate_camp_dataset(_ds(truth_margin=[1.0, 0.0, -0.5, 0.5], help_margin=[1.0, 1.0, 0.5, 0.25]))
-    assert stats == {"n_pairs": 4, "conflict_frac": 0.25, "tie_rate": 0.25}
+    assert stats == {
+        "n_pairs": 4,
+        "conflict_frac": 0.25,
+        "tie_rate": 0.25,
+        "worse_both_frac": 0.0,
+        "better_both_frac": 0.75,
+    }
     with pytest.warns(UserWarning, match="conflict fraction is 0"):
         validate_camp_dataset(_ds(truth_margin=[1.0], help_margin=[1.0]))
-    with pytest.warns(UserWarning, match=r"swapped \(see trl issue #2578\)"):
-        validate_camp_dataset(_ds(truth_margin=[-1.0, -1.0, 1.0], help_margin=[1.0, 1.0, 1.0]))
     soft = validate_camp_dataset(_ds(truth_margin=[0.0, 1.0], help_margin=[1.0, 1.0]), rule="soft", kappa=10)
     assert soft["conflict_frac"] == pytest.approx((0.5 + 1 / (1 + math.exp(10))) / 2)
+
+
+def test_swapped_pairs_warn() -> None:
+    """Swapping chosen and rejected flips both gaps: the conflict fraction stays, the order check fires."""
+    import warnings
+
+    from hf_ext.trl.camp import validate_camp_dataset
+
+    t = [1.0, 0.5, 0.25, 1.0, -1.0, 0.0, 0.75, 0.5]
+    h = [1.0, 0.5, 0.75, 0.0, 1.0, 1.0, 0.25, 0.5]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clean = validate_camp_dataset(_ds(truth_margin=t, help_margin=h))
+    with pytest.warns(UserWarning, match=r"look swapped: 87.5% of the pairs have a chosen answer worse"):
+        swapped = validate_camp_dataset(_ds(truth_margin=[-x for x in t], help_margin=[-x for x in h]))
+    assert swapped["conflict_frac"] == clean["conflict_frac"] == 0.125
+    assert (clean["worse_both_frac"], swapped["worse_both_frac"]) == (0.0, 0.875)
+    # a few inconsistent pairs (worse on both) among mostly sound ones: a milder warning
+    with pytest.warns(UserWarning, match=r"12.5% of the pairs prefer an answer that is worse on both"):
+        validate_camp_dataset(_ds(truth_margin=[*t[:-1], -0.5], help_margin=[*h[:-1], -0.25]))
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 PAIRINGS = ("best_vs_random", "best_vs_worst")
+INCONSISTENT_SHARE = 0.05  # share of worse-on-both pairs above which validate_camp_dataset warns
 OVERALL = ("mean", "overall_score")
 
 
@@ -247,8 +248,16 @@ def validate_camp_dataset(
     """Check the CAMP columns of a preference dataset and summarise them.
 
     Raises ``ValueError`` (naming the column and the first bad row) for missing columns, non-numeric values,
-    NaN/inf, ``|t|`` or ``|h|`` above 1, or conflict values outside [0, 1]. Warns when the conflict fraction
-    is 0 or 1 (CAMP then reduces to a fixed-margin DPO) or above 50% (chosen and rejected are often swapped).
+    NaN/inf, ``|t|`` or ``|h|`` above 1, or conflict values outside [0, 1].
+
+    Warns (``UserWarning``) when
+
+    - the pairs look **swapped**: more pairs have a chosen answer worse on both objectives (``t <= 0`` and
+      ``h <= 0``, not both ties) than better on both. Swapping chosen and rejected flips both gaps, so this
+      share, not the conflict fraction, is what moves; gaps computed as rejected minus chosen look the same;
+    - more than 5% of the pairs are **inconsistent** (worse on both): CAMP gives them a negative margin, but
+      their overall label is likely wrong;
+    - the conflict fraction is 0 or 1: CAMP then treats every pair alike.
 
     Args:
         dataset: A ``datasets.Dataset`` (or a dict of columns).
@@ -261,12 +270,16 @@ def validate_camp_dataset(
             neither).
 
     Returns:
-        ``{"n_pairs", "conflict_frac", "tie_rate"}``; ``tie_rate`` is the share of pairs with ``t == 0`` or
-        ``h == 0`` (no conflict under the sign rule), ``nan`` when the margins are absent.
+        ``{"n_pairs", "conflict_frac", "tie_rate", "worse_both_frac", "better_both_frac"}``. ``tie_rate`` is
+        the share of pairs with ``t == 0`` or ``h == 0`` (no conflict under the sign rule); the last two are
+        the shares of pairs whose chosen answer is worse (better) on both objectives. Figures that need the
+        margins are ``nan`` when they are absent.
 
     Example:
-        >>> validate_camp_dataset({"truth_margin": [0.5, -0.5], "help_margin": [0.5, 0.0]})
-        {'n_pairs': 2, 'conflict_frac': 0.0, 'tie_rate': 0.5}
+        >>> validate_camp_dataset({"truth_margin": [0.5, -0.5, 1.0], "help_margin": [0.5, 0.0, 0.25]})
+        ... # doctest: +NORMALIZE_WHITESPACE
+        {'n_pairs': 3, 'conflict_frac': 0.0, 'tie_rate': 0.333..., 'worse_both_frac': 0.333...,
+         'better_both_frac': 0.666...}
     """
     import torch
 
@@ -284,6 +297,7 @@ def validate_camp_dataset(
             "`truth_margin_key`/`help_margin_key`/`conflict_key` at your columns."
         )
     stats: dict[str, float] = {"n_pairs": 0, "conflict_frac": math.nan, "tie_rate": math.nan}
+    stats.update(worse_both_frac=math.nan, better_both_frac=math.nan)
     gaps = {}
     for key in (truth_margin_key, help_margin_key):
         if key in columns:
@@ -298,6 +312,7 @@ def validate_camp_dataset(
     if len(gaps) == 2:
         t, h = (torch.tensor(gaps[k], dtype=torch.float64) for k in (truth_margin_key, help_margin_key))
         stats["tie_rate"] = ((t == 0) | (h == 0)).double().mean().item()
+        stats.update(_order_check(t, h))
         if not conflict_key:
             c = camp_conflict(t, h, rule=rule, kappa=kappa)
     if conflict_key or len(gaps) == 2:
@@ -305,16 +320,32 @@ def validate_camp_dataset(
         if frac in (0.0, 1.0):
             warnings.warn(
                 f"conflict fraction is {frac:g}: every pair is "
-                f"{'consistent' if frac == 0 else 'in conflict'}, "
-                "so CAMP reduces to DPO with a fixed per-pair margin.",
-                UserWarning,
-                stacklevel=2,
-            )
-        elif frac > 0.5:
-            warnings.warn(
-                f"conflict fraction is {frac:.2f} (> 0.5): chosen and rejected may be swapped "
-                "(see trl issue #2578).",
+                f"{'consistent' if frac == 0 else 'in conflict'}, so CAMP treats every pair alike "
+                "(a fixed per-pair margin or loss, no conflict handling).",
                 UserWarning,
                 stacklevel=2,
             )
     return stats
+
+
+def _order_check(t: Any, h: Any) -> dict[str, float]:
+    """Shares of pairs worse / better on both objectives, with the swapped and inconsistent warnings."""
+    worse = ((t <= 0) & (h <= 0) & (t + h < 0)).double().mean().item()
+    better = ((t >= 0) & (h >= 0) & (t + h > 0)).double().mean().item()
+    if worse > better:
+        warnings.warn(
+            f"chosen and rejected look swapped: {worse:.1%} of the pairs have a chosen answer worse on "
+            f"both objectives (t <= 0 and h <= 0), only {better:.1%} better on both. Check the pair order "
+            "and that the gap columns are chosen minus rejected.",
+            UserWarning,
+            stacklevel=3,
+        )
+    elif worse > INCONSISTENT_SHARE:
+        warnings.warn(
+            f"{worse:.1%} of the pairs prefer an answer that is worse on both objectives "
+            "(t <= 0 and h <= 0); CAMP gives them a negative margin, but their overall label is likely "
+            "wrong.",
+            UserWarning,
+            stacklevel=3,
+        )
+    return {"worse_both_frac": worse, "better_both_frac": better}
