@@ -1,8 +1,9 @@
-"""The synthetic knowledge-boundary task and the benchmark report."""
+"""The synthetic knowledge-boundary task, the arms' data and the benchmark report."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -10,46 +11,98 @@ from hf_ext.testing import requires
 
 pytestmark = requires("trl")
 
+SIZE = dict(n_known=6, n_unknown=4, n_unknown_pairs=2, n_val=3, n_test=3)
 
-def test_preference_rows_layout() -> None:
+
+def test_task_entities_are_disjoint_and_seeded() -> None:
+    from hf_ext.trl.camp import _bench_task as T
+
+    task = T.make_task(0, **SIZE)
+    groups = [task.known, task.unknown_train, task.unknown_val, task.unknown_test]
+    names = [n for g in groups for n in g]
+    assert len(names) == len(set(names)) == 16 and all(len(n.split()) == 2 for n in names)
+    assert set(task.unknown_pairs) <= set(task.unknown_train) and task.n_hesitant == 3
+    assert T.make_task(0, **SIZE) == task != T.make_task(1, **SIZE)
+    with pytest.raises(ValueError, match="do not fit"):
+        T.make_task(0, **{**SIZE, "n_known": 300})
+
+
+def test_preference_rows_and_arm_data() -> None:
+    torch = pytest.importorskip("torch")
     from hf_ext.trl.camp import _bench_task as T
     from hf_ext.trl.camp.core import camp_conflict
 
-    task = T.make_task(6, 4)
+    task = T.make_task(0, **SIZE)
     rows = T.preference_rows(task, seed=0)
     kinds = [r["kind"] for r in rows]
-    assert (kinds.count("known_wrong"), kinds.count("known_idk")) == (30, 6)
-    assert (kinds.count("unknown_idk"), kinds.count("conflict")) == (12, 8)
-    torch = pytest.importorskip("torch")
+    assert (kinds.count("known_wrong"), kinds.count("known_idk")) == (12, 12)
+    assert (kinds.count("conflict"), kinds.count("unknown_idk")) == (6, 2)
     t = torch.tensor([r["truth_margin"] for r in rows])
     h = torch.tensor([r["help_margin"] for r in rows])
     assert camp_conflict(t, h).bool().tolist() == [k == "conflict" for k in kinds]
-    unknown = {T.prompt(e) for e in task.unknown}
-    assert all(r["prompt"] in unknown for r in rows if r["kind"] == "conflict")
+    unknown = {T.prompt(e) for e in task.unknown_pairs}
+    assert all(r["prompt"] in unknown and r["rejected"] == T.IDK for r in rows if r["kind"] == "conflict")
+    relabelled = T.relabel_by_truth(rows)
+    assert all(r["truth_margin"] >= 0 for r in relabelled)
+    assert [r["chosen"] for r in relabelled if r["kind"] == "conflict"] == [T.IDK] * 6
+    assert len(T.drop_conflicts(rows)) == len(rows) - 6
     assert T.preference_rows(task, seed=0) == rows
 
 
-def test_answer_rates_and_margins_on_untrained_model() -> None:
+def test_evaluate_on_an_untrained_model() -> None:
     from hf_ext.testing import tiny_llama, word_tokenizer
     from hf_ext.trl.camp import _bench_task as T
 
-    task = T.make_task(4, 3)
+    task = T.make_task(0, **SIZE)
     tok = word_tokenizer(task.words)
-    model = tiny_llama(vocab_size=len(tok))
-    rates = T.answer_rates(model, tok, task)
-    assert all(0 <= v <= 1 for v in rates.values())
-    assert rates["fabrication"] + rates["unknown_refusal"] <= 1 + 1e-6
-    margins = T.implicit_margins(model, model, tok, T.preference_rows(task, 0, per_known=2), beta=0.1)
-    assert margins == {"margin_consistent": 0.0, "margin_conflict": 0.0}
+    model = tiny_llama(vocab_size=len(tok), max_position_embeddings=16)
+    for split in ("val", "test"):
+        rates = T.evaluate(model, tok, task, split)
+        assert set(rates) == {
+            "known_acc",
+            "over_refusal",
+            "fabrication",
+            "refusal",
+            "train_unknown_fabrication",
+            "ece",
+            "auroc",
+        }
+        assert all(0 <= v <= 1 for v in rates.values())
+        assert rates["fabrication"] + rates["refusal"] <= 1 + 1e-6
+
+
+def test_cdpo_arm_setting_is_label_smoothing() -> None:
+    from hf_ext.trl.camp import bench
+
+    label, kw = bench.ARMS["cdpo"].grid[0]
+    assert label == "beta=0.1 eps=0.1"
+    assert 1 / (1 + math.exp(-kw["camp_gamma"] * kw["camp_weights"][0])) == pytest.approx(0.9)
+    assert all(len(arm.grid) == 6 for arm in bench.ARMS.values())  # one tuning budget for every arm
+
+
+def test_choose_prefers_low_fabrication_above_the_floor() -> None:
+    from hf_ext.trl.camp.bench import _choose
+
+    cands: list[dict[str, Any]] = [
+        {"val": {"known_acc": 0.95, "fabrication": 0.8}},
+        {"val": {"known_acc": 0.90, "fabrication": 0.5}},
+        {"val": {"known_acc": 0.70, "fabrication": 0.1}},
+    ]
+    assert _choose(cands, floor=0.88) == 1
+    assert _choose(cands, floor=0.99) == 0  # none qualifies: the most helpful
 
 
 @pytest.mark.slow
-def test_quick_benchmark_report() -> None:
-    from hf_ext.trl.camp.bench import run
+def test_quick_benchmark_report_and_plot(tmp_path: Any) -> None:
+    from hf_ext.trl.camp.bench import plot, run
 
     report = run(quick=True, seed=0)
-    assert [r["system"] for r in report.rows] == ["dpo", "camp_margin"]
-    assert report.headline.figure in ("margin_ratio", "margin_diff")
+    assert [r["system"] for r in report.rows] == ["sft", "dpo", "camp"]
+    assert report.headline.figure == "fabrication" and not report.headline.higher_is_better
     assert math.isfinite(report.headline.method)
-    assert any("mechanism target" in n for n in report.notes)
-    assert report.to_json(method="camp", quick=True, seed=0)["rows"][0]["system"] == "dpo"
+    assert any("at equal known-entity accuracy" in n for n in report.notes)
+    assert report.to_json(method="camp", quick=True, seed=0)["rows"][1]["system"] == "dpo"
+    files = plot(report, tmp_path)
+    assert (tmp_path / "camp_front.png").stat().st_size > 0 and files == {
+        "front": str(tmp_path / "camp_front.png")
+    }
