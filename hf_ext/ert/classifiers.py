@@ -2,10 +2,10 @@
 
 * ``"hgb"`` (default) [reconstructed — hf-ext project choice, not the paper's recipe]:
   ``HistGradientBoostingClassifier(max_iter=200, learning_rate=0.05, max_leaf_nodes=15)`` wrapped in
-  ``CalibratedClassifierCV(cv=3)``. From 1000 training rows on, HGB stops early (on a 10% validation split)
-  and calibration is isotonic; below, HGB runs all iterations and calibration is sigmoid; with fewer than 3
-  rows in the smaller class, HGB is not calibrated. Only scikit-learn is needed; calibration matters for the
-  L2/KL variants (L1 only uses the side of tau).
+  ``CalibratedClassifierCV`` over 3 shuffled stratified folds. From 1000 training rows on, HGB stops early
+  (on a 10% validation split) and calibration is isotonic; below, HGB runs all iterations and calibration is
+  sigmoid; with fewer than 3 rows in the smaller class, HGB is not calibrated. Only scikit-learn is needed;
+  calibration matters for the L2/KL variants (L1 only uses the side of tau).
 * ``"covmetrics"`` [paper]: the reference ``CheapLGBMClassifier`` of the ``covmetrics`` package (8 LightGBM
   models averaged + a ``probmetrics`` logistic calibrator). Needs ``covmetrics``, ``lightgbm``, ``catboost``
   and ``probmetrics``; it opens a ``multiprocessing.Pool`` per fit, so avoid it inside DataLoader workers or
@@ -32,6 +32,7 @@ def default_classifier(labels: np.ndarray, random_state: int | None = 42) -> Any
     """The calibrated gradient-boosting default (module docstring) for training labels ``labels`` ``(n,)``."""
     from sklearn.calibration import CalibratedClassifierCV
     from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.model_selection import StratifiedKFold
 
     large = labels.size >= LARGE_TRAIN
     hgb = HistGradientBoostingClassifier(
@@ -39,7 +40,8 @@ def default_classifier(labels: np.ndarray, random_state: int | None = 42) -> Any
     )
     if np.bincount(labels.astype(np.int64), minlength=2).min() < CALIBRATION_FOLDS:
         return hgb
-    return CalibratedClassifierCV(hgb, method="isotonic" if large else "sigmoid", cv=CALIBRATION_FOLDS)
+    folds = StratifiedKFold(CALIBRATION_FOLDS, shuffle=True, random_state=random_state)
+    return CalibratedClassifierCV(hgb, method="isotonic" if large else "sigmoid", cv=folds)
 
 
 def check_classifier(classifier: Any) -> None:

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from hf_ext._validation import check_choice, check_int
-from hf_ext.ert.inputs import canonical_order
+from hf_ext.ert.inputs import shuffled_order
 
 LOSSES = ("l1", "l2", "kl")
 SIDES = ("both", "over", "under")
@@ -178,9 +178,10 @@ def cross_fit_ert(
 ) -> dict[str, Any]:
     """Cross-fitted ERT for all losses and sides (arguments as :func:`cross_fit_predictions`, ``tau (n,)``).
 
-    Rows are first put in a canonical order (:func:`hf_ext.ert.inputs.canonical_order`), so the folds, and the
-    value, do not depend on the order of the rows; every form (functional, Metric, estimator) goes through
-    here. Rows passed already in that order give exactly ``covmetrics.ERT.evaluate``'s folds [reconstructed].
+    Rows are first put in a seeded order of the set of rows (:func:`hf_ext.ert.inputs.shuffled_order` with
+    ``random_state``), so the folds, and the value, do not depend on the order the rows came in; every form
+    (functional, Metric, estimator) goes through here. Rows passed already in that order give exactly
+    ``covmetrics.ERT.evaluate``'s folds [reconstructed].
     All-covered or all-uncovered data carries no information about conditional coverage: a warning is raised
     and every value is 0."""
     check_int("n_splits", n_splits, low=2, high=covered.shape[0])
@@ -193,7 +194,7 @@ def cross_fit_ert(
         out: dict[str, Any] = dict.fromkeys(KEYS, 0.0)
         out["fold_values"] = np.zeros((n_splits, len(KEYS)))
         return out
-    order = canonical_order(features, covered, tau)
+    order = shuffled_order(random_state, features, covered, tau)
     features, covered, tau = features[order], covered[order], tau[order]
     h, fold_id = cross_fit_predictions(features, covered, classifier, n_splits, random_state)
     return ert_table(h, covered, tau, fold_id)
@@ -252,7 +253,7 @@ def split_test(
     random_state: int = 42,
 ) -> HeldOutTest:
     """:func:`held_out_test` on one data set: fit the classifier on a random ``1 - test_size`` of the rows
-    (canonical order, then a permutation seeded with ``random_state``), test on the rest [reconstructed].
+    (:func:`hf_ext.ert.inputs.shuffled_order` with ``random_state``), test on the rest [reconstructed].
 
     Unlike a normal approximation on cross-fitted differences, whose folds share training data, this test has
     level <= alpha at every n."""
@@ -262,9 +263,8 @@ def split_test(
     n_test = int(round(test_size * n))
     if not 1 <= n_test <= n - 2:
         raise ValueError(f"`test_size`={test_size!r} leaves no training or no test rows with n={n}.")
-    order = canonical_order(features, covered, tau)
-    perm = np.random.default_rng(random_state).permutation(n)
-    test, fit = order[np.sort(perm[:n_test])], order[np.sort(perm[n_test:])]
+    order = shuffled_order(random_state, features, covered, tau)
+    test, fit = order[:n_test], order[n_test:]
     if np.unique(covered[fit]).size < 2:
         h = np.full(n_test, covered[fit].mean())
     else:

@@ -31,14 +31,15 @@ KEY_MAP = {
 
 
 def _data(n: int = 800, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Rows already in hf-ext's canonical order, so that covmetrics (which draws its folds over the rows as
-    given) and hf-ext (which draws them over the canonical order) use the same folds."""
-    from hf_ext.ert.inputs import canonical_order
+    """Rows already in hf-ext's seeded order (seed 42, the default ``random_state``), so that covmetrics
+    (which draws its folds over the rows as given) and hf-ext (which draws them over that order) use the same
+    folds."""
+    from hf_ext.ert.inputs import shuffled_order
 
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, (n, 3))
     z = (rng.random(n) < np.where(x[:, 0] > 0.3, 0.75, 0.95)).astype(np.float64)
-    order = canonical_order(x, z)
+    order = shuffled_order(42, x, z, np.full(n, 0.9))
     return x[order], z[order]
 
 

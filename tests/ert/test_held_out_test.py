@@ -121,3 +121,17 @@ def test_summary_and_test_bad_inputs():
         ert_test(X, z, test_size=0.0)
     with pytest.raises(ValueError, match=r"`test_size`=0.999 leaves no training or no test rows with n=100"):
         ert_test(X, z, test_size=0.999, classifier=LogisticRegression())
+
+
+def test_default_classifier_is_not_fooled_by_the_seeded_row_order():
+    """The rows are fitted in a seeded order of the set of rows; the calibrated default (internal 3-fold
+    calibration) must see them shuffled, not sorted by the first feature, or it predicts below tau
+    everywhere and the test loses its power."""
+    from hf_ext.metrics.functional import ert_test
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (4000, 3))
+    covered = rng.random(4000) < np.where(X[:, 0] > 0.3, 0.75, 0.98)
+    res = ert_test(X, covered, alpha=0.1)
+    assert res.n_above > 500 and res.n_below > 500
+    assert res.statistic > 0.08 and res.p_value < 1e-20  # true L1 distance 0.105
