@@ -22,30 +22,12 @@ from typing import Any
 import numpy as np
 
 from hf_ext._registry import paper
-from hf_ext._validation import check_float, check_sequence
 from hf_ext.online_covering.offline import OfflineResult
 
 logger = logging.getLogger(__name__)
 
 KINDS = ("prebuy", "lazy", "online", "catch_up", "connection")
 """Cost categories of ``cost_breakdown_``."""
-
-
-def check_costs(costs: Any, n: int, per: str, name: str = "costs") -> np.ndarray:
-    """``costs`` as a float array of ``n`` finite, positive prices (one per ``per``).
-
-    Raises:
-        ValueError: wrong length, or a cost that is not finite and > 0 (primal-dual rules divide by costs).
-        TypeError: ``costs`` is not a list or 1-D array of numbers.
-    """
-    values: list[Any] = check_sequence(name, costs)
-    if len(values) != n:
-        raise ValueError(f"`{name}` must hold one cost per {per} ({n}), got {len(values)} cost(s).")
-    positive = [
-        check_float(f"{name}[{i}]", v, low=0, low_open=True, hint="Costs are prices; rules divide by them.")
-        for i, v in enumerate(values)
-    ]
-    return np.asarray(positive, dtype=float)
 
 
 class LedgerView:
@@ -90,6 +72,8 @@ class OnlineCoveringAlgorithm:
     """
 
     _paper = paper("online_covering")
+    _instance_attrs: tuple[str, ...] = ()
+    """Attributes set by ``_setup`` that define the instance (compared by :meth:`same_instance`)."""
 
     # ------------------------------------------------------------------ lifecycle
     def reset(self) -> OnlineCoveringAlgorithm:
@@ -120,6 +104,15 @@ class OnlineCoveringAlgorithm:
         self._ensure_reset()
         self.finalized_ = True
         return self
+
+    def same_instance(self, other: Any) -> bool:
+        """Whether ``other`` is the same problem instance: same class, same validated structures (the
+        ``_instance_attrs`` built by :meth:`reset`), whatever the ``random_state``."""
+        if type(self) is not type(other):
+            return False
+        self._ensure_reset()
+        other._ensure_reset()
+        return all(_equal(getattr(self, k), getattr(other, k)) for k in self._instance_attrs)
 
     def new_ledger(self) -> OnlineCoveringAlgorithm:
         """A fresh, reset copy of this problem instance, used as a purchase ledger by wrappers."""
@@ -246,3 +239,12 @@ class OnlineCoveringAlgorithm:
     def min_item_cost(self, request: Any) -> float:
         """Price of the cheapest item that serves ``request`` (the ``"min_item"`` initial budget)."""
         raise NotImplementedError
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """Equality that compares numpy arrays element-wise (and lists of them)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return bool(np.shape(a) == np.shape(b) and np.array_equal(a, b))
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    return bool(a == b)

@@ -12,6 +12,7 @@ from sklearn.utils import check_random_state
 
 from hf_ext._validation import check_float
 from hf_ext.online_covering.core import OnlineCoveringAlgorithm
+from hf_ext.online_covering.inputs import check_points
 from hf_ext.online_covering.offline import OfflineResult, facility_location_opt
 
 logger = logging.getLogger(__name__)
@@ -56,18 +57,15 @@ class MeyersonFacilityLocation(OnlineCoveringAlgorithm, BaseEstimator):
     open_: list[int]
     _rng: np.random.RandomState
 
+    _instance_attrs = ("points_", "opening_cost")
+
     def __init__(self, points, opening_cost: float = 1.0, random_state=None):
         self.points = points
         self.opening_cost = opening_cost
         self.random_state = random_state
 
     def _setup(self) -> None:
-        pts = np.asarray(self.points, dtype=float)
-        if pts.ndim != 2 or pts.shape[0] == 0 or not np.isfinite(pts).all():
-            raise ValueError(
-                f"`points` must be a finite (n, dim) array with n >= 1, got shape {pts.shape}. "
-                "Pass candidate coordinates, e.g. points=np.random.rand(80, 2)."
-            )
+        pts = check_points(self.points)
         check_float("opening_cost", self.opening_cost, low=0, low_open=True)
         self.points_ = pts
         self.open_ = []

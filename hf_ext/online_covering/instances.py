@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 from scipy.sparse.csgraph import minimum_spanning_tree
 
+from hf_ext._validation import check_float, check_int, check_probability
 from hf_ext.online_covering.core import OnlineCoveringAlgorithm
 from hf_ext.online_covering.facility_location import MeyersonFacilityLocation
+from hf_ext.online_covering.inputs import check_permits, check_range, check_rng
 from hf_ext.online_covering.parking_permit import ParkingPermit
 from hf_ext.online_covering.set_cover import OnlineSetCover
 from hf_ext.online_covering.steiner import GreedySteinerTree
@@ -45,8 +47,7 @@ class Instance:
         ``R`` plus the spurious requests of ``round(frac * n_groups)`` random groups."""
         if self.spurious_groups is None:
             return perturb_predictions(self.stream, self.universe, frac, rng)
-        if not 0 <= frac <= 1:
-            raise ValueError(f"`frac` must lie in [0, 1], got {frac!r}.")
+        check_probability("frac", frac)
         groups = self.spurious_groups
         poisoned = rng.choice(len(groups), size=int(round(frac * len(groups))), replace=False)
         return list(self.stream) + [e for g in sorted(poisoned) for e in groups[g]]
@@ -60,8 +61,8 @@ def perturb_predictions(
     With distinct true requests this gives ``eta = 2 round(frac k)``. Replacements are distinct while
     enough unrequested requests exist.
     """
-    if not 0 <= frac <= 1:
-        raise ValueError(f"`frac` must lie in [0, 1], got {frac!r}.")
+    check_rng(rng)
+    check_probability("frac", frac)
     k = len(stream)
     n_rep = int(round(frac * k))
     requested = set(stream)
@@ -85,6 +86,13 @@ def random_set_cover(
     n_requests: int = 30,
 ) -> Instance:
     """Random sets of size ``U{set_size}`` over ``n_elements``, costs ``U(cost_range)``; distinct requests."""
+    check_rng(rng)
+    n_elements = check_int("n_elements", n_elements, low=1)
+    n_sets = check_int("n_sets", n_sets, low=1)
+    lo, hi = check_range("set_size", set_size, low=1, integer=True)
+    check_int("set_size[1]", hi, high=n_elements, hint="Sets are drawn without replacement.")
+    check_range("cost_range", cost_range, low=0, low_open=True)
+    check_int("n_requests", n_requests, low=1)
     sets = [
         sorted(
             rng.choice(
@@ -111,6 +119,13 @@ def clustered_facility_location(
     opening_cost: float = 2.0,
 ) -> Instance:
     """Points in Gaussian clusters (std ``sigma``) on a ``side x side`` square; distinct requests."""
+    check_rng(rng)
+    n_points = check_int("n_points", n_points, low=1)
+    check_int("n_clusters", n_clusters, low=1)
+    check_float("sigma", sigma, low=0)
+    check_float("side", side, low=0, low_open=True)
+    check_int("n_requests", n_requests, low=1, high=n_points, hint="Requests are distinct points.")
+    check_float("opening_cost", opening_cost, low=0, low_open=True)
     centres = rng.uniform(0, side, size=(n_clusters, 2))
     points = centres[rng.integers(0, n_clusters, size=n_points)] + rng.normal(0, sigma, size=(n_points, 2))
     stream = rng.choice(n_points, size=n_requests, replace=False).tolist()
@@ -130,6 +145,11 @@ def bursty_parking(
     costs: Sequence[float] = (1.0, 1.7, 2.8, 4.5, 7.0),
 ) -> Instance:
     """Bursty demand: ``n_bursts`` clusters of 1..``max_burst`` consecutive days in ``[0, horizon)``."""
+    check_rng(rng)
+    check_int("horizon", horizon, low=1)
+    check_int("n_bursts", n_bursts, low=1)
+    check_int("max_burst", max_burst, low=1)
+    check_permits(durations, costs)
     days: set[int] = set()
     for start in rng.integers(0, horizon, size=n_bursts):
         days.update(range(int(start), min(horizon, int(start) + int(rng.integers(1, max_burst + 1)))))
@@ -142,6 +162,9 @@ def bursty_parking(
 
 def euclidean_steiner(rng: np.random.Generator, n_points: int = 120, n_terminals: int = 50) -> Instance:
     """Uniform points in the unit square; ``n_terminals`` of them arrive in random order."""
+    check_rng(rng)
+    n_points = check_int("n_points", n_points, low=1)
+    check_int("n_terminals", n_terminals, low=1, high=n_points, hint="Terminals are distinct points.")
     points = rng.uniform(size=(n_points, 2))
     stream = rng.choice(n_points, size=n_terminals, replace=False).tolist()
     return Instance(lambda seed: GreedySteinerTree(points=points), stream, list(range(n_points)))
@@ -151,6 +174,10 @@ def geometric_graph_steiner(
     rng: np.random.Generator, n: int = 40, n_terminals: int = 10, radius: float = 0.3
 ) -> Instance:
     """Random geometric graph: Euclidean edge weights within ``radius``, plus its MST edges (connected)."""
+    check_rng(rng)
+    n = check_int("n", n, low=1)
+    check_int("n_terminals", n_terminals, low=1, high=n, hint="Terminals are distinct vertices.")
+    check_float("radius", radius, low=0)
     points = rng.uniform(size=(n, 2))
     dist = np.linalg.norm(points[:, None] - points[None, :], axis=-1)
     weights = np.where(dist <= radius, dist, 0.0)
@@ -177,6 +204,12 @@ def adversarial_set_cover(
     big sets, so the lazy and up-front variants pay ``big_cost`` per poisoned group where ``OPT(R)`` pays
     1-3. ``eta = spurious_per_group * round(frac * n_groups)``.
     """
+    check_rng(rng)
+    check_int("n_groups", n_groups, low=1)
+    check_range("true_per_group", true_per_group, low=1, integer=True)
+    check_int("spurious_per_group", spurious_per_group, low=1)
+    check_float("big_cost", big_cost, low=0, low_open=True)
+    check_float("spurious_cost", spurious_cost, low=0, low_open=True)
     sets: list[list[int]] = []
     costs: list[float] = []
     stream: list[int] = []

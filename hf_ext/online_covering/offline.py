@@ -25,7 +25,17 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse.csgraph import minimum_spanning_tree, shortest_path
 
 from hf_ext._registry import paper
+from hf_ext._validation import check_bool, check_choice, check_float, check_int, check_sequence
 from hf_ext.benchmarking import Timer
+from hf_ext.online_covering.inputs import (
+    check_costs,
+    check_indices,
+    check_permits,
+    check_points,
+    check_requests,
+    check_sets,
+    check_weight_matrix,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -70,9 +80,9 @@ def _timed(solver: Callable[P, OfflineResult]) -> Callable[P, OfflineResult]:
     return timed
 
 
-def _check_method(method: str) -> None:
-    if method not in ("exact", "approx"):
-        raise ValueError(f'`method` must be "exact" or "approx", got {method!r}.')
+def _check_method(method: str, time_limit: float = 20.0) -> None:
+    check_choice("method", method, ("exact", "approx"))
+    check_float("time_limit", time_limit, low=0, low_open=True, hint="Seconds allowed to an exact solve.")
 
 
 def _over_cap(what: str, size: int, cap: int) -> ValueError:
@@ -113,11 +123,14 @@ def set_cover_opt(
     ``x`` binary (HiGHS). ``method="approx"``: the greedy ``H_n``-approximation.
 
     Raises:
-        ValueError: a request lies in no set, or ``len(sets) > 200`` with ``method="exact"``.
+        ValueError: a request lies in no set, a cost is not finite and > 0, ``costs`` and ``sets`` differ in
+            length, ``len(sets) > 200`` with ``method="exact"``, or ``method``/``time_limit`` is invalid.
+        TypeError: ``sets`` is not a list of sets of hashable elements, or a request is unhashable.
     """
-    _check_method(method)
-    family = [frozenset(s) for s in sets]
-    c = np.asarray(costs, dtype=float)
+    _check_method(method, time_limit)
+    family = check_sets(sets)
+    c = check_costs(costs, len(family), "set")
+    requests = check_requests(requests)
     elements = list(dict.fromkeys(requests))
     for e in elements:
         if not any(e in s for s in family):
@@ -171,12 +184,17 @@ def facility_location_opt(
         time_limit: MILP limit in seconds.
 
     Raises:
-        ValueError: more than 100 sites with ``method="exact"``.
+        ValueError: ``points`` is not a finite ``(n, dim)`` array, ``opening_cost`` is not finite and > 0, a
+            request or site is not an index in ``[0, n - 1]``, or more than 100 sites with ``method="exact"``.
     """
-    _check_method(method)
-    pts = np.asarray(points, dtype=float)
-    site_idx = np.arange(len(pts)) if sites is None else np.asarray(sites, dtype=int)
-    counts = Counter(int(r) for r in requests)
+    _check_method(method, time_limit)
+    pts = check_points(points)
+    opening_cost = check_float("opening_cost", opening_cost, low=0, low_open=True)
+    n = len(pts)
+    site_idx = np.arange(n) if sites is None else np.asarray(check_indices("sites", sites, n), dtype=int)
+    if site_idx.size == 0:
+        raise ValueError("`sites` must hold at least one site index, got [].")
+    counts = Counter(check_indices("requests", requests, n))
     if not counts:
         return OfflineResult(0.0, (), True, "optimal")
     req = np.fromiter(counts, dtype=int)
@@ -234,10 +252,13 @@ def parking_permit_opt(
     ``min(C_k, sum of cost(k-1, child) over the D_k / D_{k-1} children)`` otherwise. Permit types must be
     nested (each duration divides the next) with aligned starts; the top level is summed over the
     intervals that hold requests.
+
+    Raises:
+        ValueError: durations not nested and aligned, a cost not finite and > 0, or a day below 0.
     """
-    d = [int(x) for x in durations]
-    c = [float(x) for x in costs]
-    days = sorted({int(t) for t in requests})
+    d, costs_ = check_permits(durations, costs)
+    c = costs_.tolist()
+    days = sorted(set(check_sequence("requests", requests, lambda k, v: check_int(k, v, low=0))))
     top = len(d) - 1
 
     def solve(k: int, start: int, inside: list[int]) -> tuple[float, list[tuple[int, int]]]:
@@ -300,12 +321,14 @@ def steiner_tree_opt(
             (OPT <= MST <= 2 OPT, so cost / MST under-states cost / OPT); the result has ``exact=False``.
 
     Raises:
-        ValueError: terminals are not connected; more than 12 terminals (or any Euclidean instance) with
+        ValueError: ``weights`` is not a square, finite, non-negative matrix; a terminal is not a vertex
+            index; terminals are not connected; more than 12 terminals (or any Euclidean instance) with
             ``method="exact"``.
     """
     _check_method(method)
-    w = np.asarray(weights, dtype=float)
-    term = list(dict.fromkeys(int(t) for t in terminals))
+    check_bool("euclidean", euclidean)
+    w = check_weight_matrix(weights)
+    term = list(dict.fromkeys(check_indices("terminals", terminals, len(w))))
     if len(term) <= 1:
         return OfflineResult(0.0, (), True, "optimal")
     if euclidean:

@@ -10,8 +10,8 @@ from collections.abc import Hashable
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from hf_ext._validation import check_int, check_sequence
-from hf_ext.online_covering.core import OnlineCoveringAlgorithm, check_costs
+from hf_ext.online_covering.core import OnlineCoveringAlgorithm
+from hf_ext.online_covering.inputs import check_permits
 from hf_ext.online_covering.offline import OfflineResult, parking_permit_opt
 
 logger = logging.getLogger(__name__)
@@ -54,20 +54,14 @@ class ParkingPermit(OnlineCoveringAlgorithm, BaseEstimator):
     2.7
     """
 
+    _instance_attrs = ("durations_", "costs_")
+
     def __init__(self, durations=(1, 2, 4, 8, 16), costs=(1.0, 1.7, 2.8, 4.5, 7.0)):
         self.durations = durations
         self.costs = costs
 
     def _setup(self) -> None:
-        d = check_sequence("durations", self.durations, lambda n, v: check_int(n, v, low=1), min_length=1)
-        for a, b in zip(d, d[1:]):
-            if b <= a or b % a:
-                raise ValueError(
-                    f"`durations` must be nested and aligned (strictly increasing, each dividing the next), "
-                    f"got {self.durations!r}: {b} does not follow {a}. E.g. durations=(1, 2, 4, 8)."
-                )
-        self.durations_ = d
-        self.costs_ = check_costs(self.costs, len(d), "duration")
+        self.durations_, self.costs_ = check_permits(self.durations, self.costs)
         self.duals_: dict[int, float] = {}
         self.payments_: dict[tuple[int, int], float] = defaultdict(float)
         self._last_day = -1

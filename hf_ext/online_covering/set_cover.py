@@ -10,7 +10,8 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
-from hf_ext.online_covering.core import OnlineCoveringAlgorithm, check_costs
+from hf_ext.online_covering.core import OnlineCoveringAlgorithm
+from hf_ext.online_covering.inputs import check_costs, check_sets
 from hf_ext.online_covering.offline import OfflineResult, set_cover_opt
 
 logger = logging.getLogger(__name__)
@@ -58,13 +59,15 @@ class OnlineSetCover(OnlineCoveringAlgorithm, BaseEstimator):
     (True, [0, 1, 2], 4.0)
     """
 
+    _instance_attrs = ("sets_", "costs_")
+
     def __init__(self, sets: Sequence[Sequence[Hashable]], costs: Sequence[float], random_state=None):
         self.sets = sets
         self.costs = costs
         self.random_state = random_state
 
     def _setup(self) -> None:
-        sets = [frozenset(s) for s in self.sets]
+        sets = check_sets(self.sets)
         costs = check_costs(self.costs, len(sets), "set")
         self.sets_, self.costs_ = sets, costs
         containing: dict[Hashable, list[int]] = {}

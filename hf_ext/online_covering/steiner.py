@@ -13,6 +13,7 @@ from scipy.sparse.csgraph import connected_components, dijkstra
 from sklearn.base import BaseEstimator
 
 from hf_ext.online_covering.core import OnlineCoveringAlgorithm
+from hf_ext.online_covering.inputs import check_points, check_weight_matrix
 from hf_ext.online_covering.offline import OfflineResult, _edge, _path_edges, steiner_tree_opt
 
 logger = logging.getLogger(__name__)
@@ -35,14 +36,8 @@ def _dense_weights(graph) -> np.ndarray:
                     f"`graph` edge weights must be finite and > 0, got {weight!r} on edge ({u}, {v})."
                 )
             w[u, v] = w[v, u] = weight
-        return w
-    w = graph.toarray() if sparse.issparse(graph) else np.asarray(graph, dtype=float)
-    w = np.asarray(w, dtype=float)
-    if w.ndim != 2 or w.shape[0] != w.shape[1]:
-        raise ValueError(f"`graph` must be a square (n, n) weight matrix, got shape {w.shape}.")
-    if not np.isfinite(w).all() or (w < 0).any():
-        raise ValueError("`graph` weights must be finite and >= 0 (0 = no edge).")
-    return np.maximum(w, w.T)
+        return check_weight_matrix(w, name="graph")
+    return check_weight_matrix(graph.toarray() if sparse.issparse(graph) else graph, name="graph")
 
 
 class GreedySteinerTree(OnlineCoveringAlgorithm, BaseEstimator):
@@ -85,6 +80,8 @@ class GreedySteinerTree(OnlineCoveringAlgorithm, BaseEstimator):
     weights_: np.ndarray
     root_: int | None
 
+    _instance_attrs = ("weights_", "euclidean_")
+
     def __init__(self, graph=None, points=None):
         self.graph = graph
         self.points = points
@@ -97,16 +94,12 @@ class GreedySteinerTree(OnlineCoveringAlgorithm, BaseEstimator):
                 f"points={'set' if self.points is not None else None}."
             )
         if self.points is not None:
-            pts = np.asarray(self.points, dtype=float)
-            if pts.ndim != 2 or not np.isfinite(pts).all():
-                raise ValueError(f"`points` must be a finite (n, dim) array, got shape {pts.shape}.")
+            pts = check_points(self.points)
             w = np.linalg.norm(pts[:, None, :] - pts[None, :, :], axis=-1)
             off = ~np.eye(len(pts), dtype=bool)
             w[off] = np.maximum(w[off], 1e-12)  # coincident points stay adjacent
         else:
             w = _dense_weights(self.graph)
-        if w.shape[0] == 0:
-            raise ValueError("`graph`/`points` must have at least one vertex, got 0.")
         self.weights_ = w
         self.euclidean_ = self.points is not None
         _, self.component_ = connected_components(sparse.csr_array(w), directed=False)

@@ -144,7 +144,7 @@ def test_exact_caps_suggest_approx():
         steiner_tree_opt(w, list(range(13)))
     with pytest.raises(ValueError, match=r"cannot be covered: they are not all connected"):
         steiner_tree_opt(np.zeros((3, 3)), [0, 2])
-    with pytest.raises(ValueError, match=r'`method` must be "exact" or "approx", got \'fast\''):
+    with pytest.raises(ValueError, match=r"`method` must be one of 'exact', 'approx', got 'fast'"):
         set_cover_opt([[0]], [1.0], [0], method="fast")
 
 

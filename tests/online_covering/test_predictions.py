@@ -174,5 +174,5 @@ def test_perturb_predictions_eta_and_bad_frac():
     inst = instances.random_set_cover(rng)
     preds = instances.perturb_predictions(inst.stream, inst.universe, 0.5, rng)
     assert prediction_error(inst.stream, preds) == 2 * round(0.5 * len(inst.stream))
-    with pytest.raises(ValueError, match=r"`frac` must lie in \[0, 1\], got 1.5"):
+    with pytest.raises(ValueError, match=r"`frac` must be a finite float in \[0, 1\], got 1.5"):
         instances.perturb_predictions(inst.stream, inst.universe, 1.5, rng)
