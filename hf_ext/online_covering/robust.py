@@ -1,5 +1,4 @@
-"""Follow the cheaper of two online covering algorithms under doubling budgets: a robust combination
-[reconstructed]."""
+"""Follow the cheaper of two online covering algorithms, with hysteresis [reconstructed]."""
 
 from __future__ import annotations
 
@@ -17,46 +16,55 @@ from hf_ext.online_covering.predictions import WithPredictions
 
 logger = logging.getLogger(__name__)
 
-BUDGET_MODES = ("min_item", "prediction")
+BUDGET_MODES = ("prediction", "min_item")
 _REL_TOL = 1e-9
 
 
 class Robustify(LedgerView, BaseEstimator):
-    """Run two online algorithms in simulation; follow the cheaper one under doubling budgets [reconstructed].
+    """Run two online algorithms in simulation and follow the cheaper one, with hysteresis [reconstructed].
 
-    Both algorithms serve every request (in simulation). Phase ``i`` follows the *active* one under the
-    budget ``B_i = B_0 ratio^i``. After both have served the current request, while the active one's
-    simulated cost exceeds ``B_i (1 + 1e-9)`` the phase advances and the other becomes active; on a
-    switch we buy the whole current solution of the newly active algorithm (``"catch_up"``), otherwise
-    what it bought for this request. Our purchases always contain the active algorithm's solution, so
-    every request is covered (a facility-location request connects to the nearest facility we own).
+    Both algorithms serve every request (in simulation); we follow the *active* one. After both have served
+    the current request, if the active one's simulated cost exceeds ``ratio`` times the other's plus
+    ``B_0`` (the initial budget, relative tolerance 1e-9), the other becomes active and we buy its whole
+    current solution (``"catch_up"``); otherwise we buy what the active one bought for this request. Our
+    purchases always contain the active algorithm's solution, so every request is covered (a
+    facility-location request connects to the nearest facility we own).
 
-    Guarantee (our derivation, not the paper's): with ``k`` phases and ``c_max`` the most either
-    algorithm paid for one request,
-    ``cost <= ratio^3 / (ratio - 1) * min(cost_A, cost_B) + (k + 1) c_max + ratio B_0``
-    (multiplier 8 at ``ratio=2``, smallest, 6.75, at ``ratio=1.5``).
+    Guarantee (our derivation; the paper body is not available): ``cost <= (1 + ratio) min(cost_A, cost_B)
+    + B_0`` for every request sequence. Everything bought while following an algorithm belongs to its
+    solution (catch-up buys its solution, later purchases are its own items, and a request connects no
+    further than in that algorithm), so we pay at most the final cost of the algorithm active now plus the
+    cost the other one had reached just before the last switch away from it, which the switch rule kept
+    below ``ratio`` times the first plus ``B_0``. With no switch we pay exactly what ``primary`` pays.
 
-    An up-front :class:`~hf_ext.online_covering.predictions.WithPredictions` cannot be robustified (its
-    time-0 purchase is sunk): it is accepted with a ``UserWarning``, and its pre-bought items are
-    bought at time 0 when it starts active.
+    ``B_0`` lets the primary run ahead of ``ratio`` times the fallback. With ``initial_budget="prediction"``
+    it is the price of the most expensive item of ``SOL(R_hat)``: a prediction-following algorithm that pays
+    a large predicted item before the fallback has spent much is not abandoned for that one item, while
+    spurious predictions that make it pay item after item beyond ``ratio`` times the fallback trigger a
+    switch. The whole ``cost(SOL(R_hat))`` as ``B_0`` (the earlier rule) never switches on the adversarial
+    family: the lazy cost stays below it.
+
+    Primary and fallback must be built for the same instance (same problem and parameters apart from
+    ``random_state``). An up-front :class:`~hf_ext.online_covering.predictions.WithPredictions` cannot be
+    robustified (its time-0 purchase is sunk): it is accepted with a ``UserWarning``, and its pre-bought
+    items are bought at time 0 since it starts active.
 
     Args:
         primary: The algorithm followed first (typically ``WithPredictions(..., mode="lazy")``).
         fallback: The other one (typically the plain online algorithm with a different seed).
-        ratio: Budget growth factor, ``> 1``.
-        initial_budget: ``"min_item"`` (``B_0`` = the cheapest item serving the first request),
-            ``"prediction"`` (``B_0 = cost(SOL(R_hat))`` of ``primary``, which must be a
-            ``WithPredictions``; exact consistency, additive term ``ratio * cost(SOL(R_hat))``; falls
-            back to ``"min_item"`` when that cost is 0), or a positive float.
+        ratio: Hysteresis factor, ``> 1``: switch when the active cost exceeds ``ratio`` times the other's
+            plus ``B_0``. Larger values follow the primary longer and weaken the guarantee.
+        initial_budget: ``B_0``: ``"prediction"`` (the costliest item of ``SOL(R_hat)``; ``primary`` must be
+            a ``WithPredictions``), ``"min_item"`` (the cheapest item serving the first request), or a float
+            ``>= 0``.
 
     Attributes:
         primary_, fallback_: The simulated copies.
         ledger_: Our own purchases (a fresh copy of the problem instance).
         active_: 0 while following ``primary_``, 1 for ``fallback_``.
-        phase_: Current phase index ``i`` (``phase_ + 1`` phases so far).
-        budget0_, budget_: ``B_0`` and ``B_i``.
-        c_max_: Largest cost either algorithm paid for a single request.
-        switches_: ``(request index, new phase)`` per switch.
+        phase_: Number of switches so far.
+        budget0_: ``B_0`` (``None`` before the first request with ``"min_item"``).
+        switches_: ``(request index, phase)`` per switch.
 
     Example:
         >>> from hf_ext.online_covering import OnlineSetCover, Robustify, WithPredictions
@@ -77,8 +85,6 @@ class Robustify(LedgerView, BaseEstimator):
     active_: int
     phase_: int
     budget0_: float | None
-    budget_: float | None
-    c_max_: float
     switches_: list[tuple[int, int]]
     finalized_: bool
     eta_: Any
@@ -111,14 +117,14 @@ class Robustify(LedgerView, BaseEstimator):
         check_float("ratio", self.ratio, low=1, low_open=True, hint="E.g. ratio=2.0.")
         budget = self.initial_budget
         if isinstance(budget, str):
-            check_choice("initial_budget", budget, BUDGET_MODES, hint="Or pass a float > 0.")
+            check_choice("initial_budget", budget, BUDGET_MODES, hint="Or pass a float >= 0.")
             if budget == "prediction" and not isinstance(self.primary, WithPredictions):
                 raise ValueError(
                     '`initial_budget="prediction"` needs `primary` to be a WithPredictions, got '
                     f"{type(self.primary).__name__}."
                 )
         else:
-            check_float("initial_budget", budget, low=0, low_open=True, hint='Or "min_item" / "prediction".')
+            check_float("initial_budget", budget, low=0, hint='Or "prediction" / "min_item".')
         for name, alg in (("primary", self.primary), ("fallback", self.fallback)):
             if isinstance(alg, WithPredictions) and alg.mode == "upfront":
                 warnings.warn(
@@ -129,16 +135,20 @@ class Robustify(LedgerView, BaseEstimator):
                 )
         self.primary_ = clone(self.primary).reset()
         self.fallback_ = clone(self.fallback).reset()
+        base_p, base_f = (_problem(alg) for alg in self._algorithms())
+        if not base_p.same_instance(base_f):
+            raise ValueError(
+                "`primary` and `fallback` must be built for the same instance (same problem and parameters "
+                f"apart from random_state), got {base_p!r} and {base_f!r}."
+            )
         self.ledger_ = self.primary_.new_ledger()
         self.active_ = 0
         self.phase_ = 0
-        self.budget0_ = None
-        if budget == "prediction" and self.primary_.prediction_cost_ > 0:
-            self.budget0_ = float(self.primary_.prediction_cost_)
-        elif not isinstance(budget, str):
-            self.budget0_ = float(budget)
-        self.budget_ = self.budget0_
-        self.c_max_ = 0.0
+        if budget == "prediction":
+            sol = self.primary_.prediction_solution_.solution
+            self.budget0_ = max((base_p.item_cost(item) for item in sol), default=0.0)
+        else:
+            self.budget0_ = None if budget == "min_item" else float(budget)
         self.switches_ = []
         self.finalized_ = False
         self._catch_up(kind=None)  # an up-front primary's time-0 purchase
@@ -160,28 +170,21 @@ class Robustify(LedgerView, BaseEstimator):
             raise RuntimeError("Robustify was finalized; `serve` is not allowed after `finalize`.")
         bought = []
         for alg in self._algorithms():
-            before = alg.cost_
             bought.append(alg.serve(request))
-            self.c_max_ = max(self.c_max_, alg.cost_ - before)
         request = self.ledger_.normalize(request)
-        if self.budget_ is None:
-            self.budget0_ = self.budget_ = self.ledger_.min_item_cost(request)
-            if not self.budget_ > 0:
-                self.budget0_ = self.budget_ = max(self.c_max_, 1e-12)
-        switched = False
-        while self._algorithms()[self.active_].cost_ > self.budget_ * (1 + _REL_TOL):
-            self.phase_ += 1
-            self.budget_ *= self.ratio
+        if self.budget0_ is None:
+            self.budget0_ = self.ledger_.min_item_cost(request)
+        active, other = self._algorithms()[self.active_], self._algorithms()[1 - self.active_]
+        limit = float(self.ratio) * other.cost_ + self.budget0_
+        if active.cost_ > limit * (1 + _REL_TOL):
             self.active_ = 1 - self.active_
-            switched = True
-        if switched:
+            self.phase_ += 1
             self.switches_.append((len(self.history_), self.phase_))
             logger.debug(
-                "Robustify: phase %d, following %s", self.phase_, ("primary", "fallback")[self.active_]
+                "Robustify: switch %d, following %s", self.phase_, ("primary", "fallback")[self.active_]
             )
             self._catch_up(kind="catch_up")
         else:
-            active = self._algorithms()[self.active_]
             for item in bought[self.active_]:
                 self.ledger_.buy([item], kind=active.item_kind_[item])
         return self.ledger_.settle(request)
@@ -191,7 +194,7 @@ class Robustify(LedgerView, BaseEstimator):
         self._ensure_reset()
         r = float(self.ratio)
         best = min(alg.cost_ for alg in self._algorithms())
-        return r**3 / (r - 1) * best + (self.phase_ + 2) * self.c_max_ + r * (self.budget0_ or 0.0)
+        return (1 + _REL_TOL) * ((1 + r) * best + (self.budget0_ or 0.0))
 
     def finalize(self, true_requests: Iterable[Hashable] | None = None) -> Robustify:
         """Close the sequence; ``eta_`` is copied from a ``WithPredictions`` primary (else ``None``)."""
@@ -211,3 +214,8 @@ class Robustify(LedgerView, BaseEstimator):
     def new_ledger(self) -> OnlineCoveringAlgorithm:
         """A fresh, reset copy of the problem instance."""
         return self.primary_.new_ledger() if hasattr(self, "primary_") else clone(self.primary).new_ledger()
+
+
+def _problem(alg: Any) -> OnlineCoveringAlgorithm:
+    """The reset problem instance behind ``alg`` (a wrapper's residual algorithm, or ``alg`` itself)."""
+    return alg.online_ if isinstance(alg, WithPredictions) else alg
