@@ -13,6 +13,7 @@ METHOD = MethodInfo(
         "vegas_generate": "hf_ext.generation.vegas.generate",
         "VegasStats": "hf_ext.generation.vegas.generate",
         "VegasGenerateOutput": "hf_ext.generation.vegas.generate",
+        "InPlaceCache": "hf_ext.generation.vegas.cache",
         "gather_kv": "hf_ext.kernels.gathered_attention",
         "gathered_decode_attention": "hf_ext.kernels.gathered_attention",
         "verify_importance": "hf_ext.kernels.importance",
@@ -21,6 +22,7 @@ METHOD = MethodInfo(
         "quest_page_scores": "hf_ext.kernels.quest",
     },
     bench="hf_ext.generation.vegas.bench:run",
+    assets={"vegas-byte-llama": "hf_ext.generation.vegas._bench_lm:byte_llama_path"},
     tour="hf_ext.generation.vegas.bench:tour",
     citation=(
         "@inproceedings{yue2026vegas,\n"
@@ -34,11 +36,13 @@ METHOD = MethodInfo(
     ),
     reconstructed=(
         "sliding-window layers drafted densely over their window (the paper's model has none)",
-        "draft KV rollback with cache.crop instead of vLLM slot overwrite",
+        "draft KV rollback by moving per-row lengths of a preallocated cache (vLLM overwrites its slots; "
+        "the DynamicCache path crops)",
         "StreamingLLM window token-aligned instead of vLLM block-aligned",
         "Quest baseline (project baseline from the Quest paper, not in the Vegas code)",
         "compact draft buffer gathered once per verify (vLLM reads through a page table)",
-        "batch > 1 not implemented (raises NotImplementedError)",
+        "batch > 1 with per-row lengths on the preallocated cache; ragged rows are masked (vLLM slot "
+        "rollback)",
     ),
     note=(
         "Lossless: greedy output equals generate(do_sample=False); sampling uses the speculative "

@@ -5,10 +5,13 @@ Shapes (``B`` batch, ``H_q``/``H_kv`` query/KV heads, ``N`` cache length, ``D`` 
 * ``gather_kv(k, v, idx, capacity)``: ``k``, ``v`` ``[B, H_kv, N, D]``, ``idx`` ``[B, n]`` -> ``(k_c, v_c)``
   ``[B, H_kv, capacity, D]`` whose first ``n`` rows are ``k[:, :, idx]`` (the rest is uninitialised room for a
   draft tail). Vegas calls it once per verify.
+* Rows of a batch may select different numbers of positions: ``idx`` entries equal to ``-1`` are padding
+  (skipped by the attention, left uninitialised by the gather).
 * ``gathered_decode_attention(q, k, v, idx, scale=, length=)``: ``q`` ``[B, H_q, 1, D]``; ``idx`` ``[B, n]``
   (shared by the heads), ``[B, H_kv, n]`` (per KV head, Quest) or ``None`` (compact mode: attend to the first
-  ``length`` rows of ``k``/``v``). Returns ``out`` ``[B, H_q, 1, D]`` (dtype of ``q``) and ``lse`` ``[B,
-  H_q]`` (fp32): ``out = softmax(scale * q k[idx]^T) v[idx]`` and ``lse = logsumexp(scale * q k[idx]^T)``.
+  ``length`` rows of ``k``/``v``; ``length`` an int or per-row ``[B]``). Returns ``out`` ``[B, H_q, 1, D]``
+  (dtype of ``q``) and ``lse`` ``[B, H_q]`` (fp32): ``out = softmax(scale * q k[idx]^T) v[idx]`` and ``lse =
+  logsumexp(scale * q k[idx]^T)``.
 
 The Triton kernels are built by a cached factory on first use (never at import) so that ``TRITON_INTERPRET=1``
 is read at that moment. One program per (batch, KV head) serves its ``H_q / H_kv`` query rows, loops over the
@@ -52,25 +55,43 @@ def _check_kv(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError(f"H_q={q.shape[1]} (from `q`) must be a multiple of H_kv={k.shape[1]} (from `k`).")
 
 
-def _check_idx(idx: torch.Tensor, k: torch.Tensor, *, per_head_ok: bool) -> None:
+def _check_idx(idx: torch.Tensor, k: torch.Tensor, *, per_head_ok: bool, empty_ok: bool = False) -> None:
     if idx.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"`idx` must be an int32 or int64 tensor, got dtype {idx.dtype}.")
     dims = (2, 3) if per_head_ok else (2,)
     if idx.dim() not in dims or idx.shape[0] != k.shape[0] or (idx.dim() == 3 and idx.shape[1] != k.shape[1]):
         want = "[B, n] or [B, H_kv, n]" if per_head_ok else "[B, n]"
         raise ValueError(f"`idx` must be {want} matching `k` {tuple(k.shape)}, got {tuple(idx.shape)}.")
-    if idx.shape[-1] == 0:
-        raise ValueError("`idx` is empty; it must select at least one cache position.")
-    lo, hi = int(idx.min()), int(idx.max())
-    if lo < 0 or hi >= k.shape[2]:
+    if idx.shape[-1] == 0 or (not empty_ok and bool((idx.amax(dim=-1) < 0).any())):
         raise ValueError(
-            f"`idx` values must lie in [0, {k.shape[2]}) (the cache length), got range [{lo}, {hi}]."
+            "`idx` selects nothing in some row; each row must select at least one cache position."
+        )
+    lo, hi = int(idx.min()), int(idx.max())
+    if lo < -1 or hi >= k.shape[2]:
+        raise ValueError(
+            f"`idx` values must lie in [0, {k.shape[2]}) (the cache length), or be -1 (padding), got range "
+            f"[{lo}, {hi}]."
         )
     s = idx.sort(dim=-1).values
-    if bool((s[..., 1:] == s[..., :-1]).any()):
+    if bool(((s[..., 1:] == s[..., :-1]) & (s[..., 1:] >= 0)).any()):
         raise ValueError(
             "`idx` holds duplicated positions; each cache position may be selected once per row."
         )
+
+
+def row_lengths(name: str, value: int | torch.Tensor, batch: int, high: int, device: Any) -> torch.Tensor:
+    """``value`` (an int, or one int per row) as an int64 ``[batch]`` tensor of lengths in ``[1, high]``."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype not in (torch.int32, torch.int64) or value.shape != (batch,):
+            raise ValueError(
+                f"`{name}` must be an int or an integer tensor of shape ({batch},), got {value!r}."
+            )
+        out = value.to(device=device, dtype=torch.int64)
+    else:
+        out = torch.full((batch,), int(value), dtype=torch.int64, device=device)
+    if batch and (int(out.min()) < 1 or int(out.max()) > high):
+        raise ValueError(f"`{name}` must lie in [1, {high}], got {value!r}.")
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- gather_kv
@@ -81,13 +102,10 @@ def _reference_gather_kv(
     n = idx.shape[-1]
     k_c = k.new_empty(b, h, capacity, d)
     v_c = v.new_empty(b, h, capacity, d)
-    if b == 1:
-        k_c[:, :, :n] = k.index_select(2, idx[0])
-        v_c[:, :, :n] = v.index_select(2, idx[0])
-    else:
-        gi = idx[:, None, :, None].expand(b, h, n, d)
-        k_c[:, :, :n] = k.gather(2, gi)
-        v_c[:, :, :n] = v.gather(2, gi)
+    safe = idx.clamp(min=0)  # padding rows copy position 0; they are never attended
+    for row in range(b):  # one index_select per row: 5x faster than one batched gather on CPU
+        k_c[row, :, :n] = k[row].index_select(1, safe[row])
+        v_c[row, :, :n] = v[row].index_select(1, safe[row])
     return k_c, v_c
 
 
@@ -107,7 +125,8 @@ def _triton_gather_kernel() -> Any:
         offs = pid_n * BLOCK + tl.arange(0, BLOCK)
         nm = offs < n
         d = tl.arange(0, D)
-        rows = tl.load(IDX + b * sib + offs, mask=nm, other=0)
+        rows = tl.load(IDX + b * sib + offs, mask=nm, other=-1)
+        nm = nm & (rows >= 0)
         src = b * skb + h * skh + rows[:, None] * skn + d[None, :]
         dst = b * sob + h * soh + offs[:, None] * son + d[None, :]
         tl.store(KO + dst, tl.load(K + src, mask=nm[:, None]), mask=nm[:, None])
@@ -156,7 +175,8 @@ def gather_kv(
     Args:
         k: Keys ``[B, H_kv, N, D]``.
         v: Values ``[B, H_kv, N, D]``.
-        idx: Positions ``[B, n]`` (int32/int64, unique, in ``[0, N)``), shared by all heads.
+        idx: Positions ``[B, n]`` (int32/int64, unique, in ``[0, N)``, or ``-1``: padding, left
+            uninitialised), shared by all heads.
         capacity: Rows of the returned buffers (``>= n``); defaults to ``n``.
         backend: ``"auto"``, ``"torch"`` or ``"triton"``.
 
@@ -171,7 +191,7 @@ def gather_kv(
     """
     _check_float(k=k, v=v)
     _check_kv(None, k, v)
-    _check_idx(idx, k, per_head_ok=False)
+    _check_idx(idx, k, per_head_ok=False, empty_ok=True)
     n = idx.shape[-1]
     capacity = n if capacity is None else capacity
     if capacity < n:
@@ -184,20 +204,34 @@ def gather_kv(
 
 # ------------------------------------------------------------------------------ gathered_decode_attention
 def _reference_gathered_decode_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, idx: torch.Tensor | None, scale: float, length: int
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    idx: torch.Tensor | None,
+    scale: float,
+    lengths: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     b, h_q, _, d = q.shape
     h_kv = k.shape[1]
     g = h_q // h_kv
+    valid: torch.Tensor | None = None  # [B, 1 or H_kv, 1, n]; None when every slot is attended
     if idx is None:
-        ks, vs = k[:, :, :length], v[:, :, :length]
+        assert lengths is not None
+        n = int(lengths.max())
+        ks, vs = k[:, :, :n], v[:, :, :n]
+        if int(lengths.min()) < n:
+            valid = (torch.arange(n, device=k.device)[None] < lengths[:, None])[:, None, None]
     elif idx.dim() == 2:
         ks, vs = _reference_gather_kv(k, v, idx, idx.shape[-1])
+        valid = (idx >= 0)[:, None, None]
     else:
-        gi = idx[..., None].expand(*idx.shape, d)
+        gi = idx.clamp(min=0)[..., None].expand(*idx.shape, d)
         ks, vs = k.gather(2, gi), v.gather(2, gi)
+        valid = (idx >= 0)[:, :, None]
     qg = q.float().view(b, h_kv, g, d)
     logits = torch.matmul(qg, ks.float().transpose(-1, -2)) * scale  # [B, H_kv, G, n]
+    if valid is not None and not bool(valid.all()):
+        logits = logits.masked_fill(~valid, float("-inf"))
     lse = torch.logsumexp(logits, dim=-1)
     out = torch.matmul(torch.exp(logits - lse[..., None]), vs.float())  # [B, H_kv, G, D]
     return out.reshape(b, h_q, 1, d).to(q.dtype), lse.reshape(b, h_q)
@@ -214,6 +248,7 @@ def _triton_decode_kernel() -> Any:
         K,
         V,
         IDX,
+        LEN,
         OUT,
         LSE,
         n,
@@ -244,11 +279,16 @@ def _triton_decode_kernel() -> Any:
         m = tl.full([GP], float("-inf"), tl.float32)
         lsum = tl.zeros([GP], tl.float32)
         acc = tl.zeros([GP, D], tl.float32)
+        if HAS_IDX:
+            limit = n
+        else:
+            limit = tl.load(LEN + b)
         for start in range(0, n, BLOCK):
             offs = start + tl.arange(0, BLOCK)
-            nm = offs < n
+            nm = offs < limit
             if HAS_IDX:
-                rows = tl.load(IDX + b * sib + hk * sih + offs, mask=nm, other=0)
+                rows = tl.load(IDX + b * sib + hk * sih + offs, mask=nm, other=-1)
+                nm = nm & (rows >= 0)
             else:
                 rows = offs
             base = b * skb + hk * skh + rows[:, None] * skn + d[None, :]
@@ -257,8 +297,8 @@ def _triton_decode_kernel() -> Any:
             s = tl.sum(q[:, None, :] * kk[None, :, :], axis=2) * scale
             s = tl.where(nm[None, :], s, float("-inf"))
             m_new = tl.maximum(m, tl.max(s, axis=1))
-            alpha = tl.exp(m - m_new)
-            p = tl.exp(s - m_new[:, None])
+            alpha = tl.where(m_new == float("-inf"), 1.0, tl.exp(m - m_new))
+            p = tl.where(nm[None, :], tl.exp(s - m_new[:, None]), 0.0)
             acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * vv[None, :, :], axis=1)
             lsum = lsum * alpha + tl.sum(p, axis=1)
             m = m_new
@@ -272,7 +312,12 @@ def _triton_decode_kernel() -> Any:
 
 
 def _triton_gathered_decode_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, idx: torch.Tensor | None, scale: float, length: int
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    idx: torch.Tensor | None,
+    scale: float,
+    lengths: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     import triton
 
@@ -285,16 +330,18 @@ def _triton_gathered_decode_attention(
     out = torch.empty_like(q)
     lse = torch.empty(b, h_q, dtype=torch.float32, device=q.device)
     if idx is None:
-        idx_t, sib, sih, n = q.new_zeros(1, dtype=torch.int32), 0, 0, length
+        assert lengths is not None
+        idx_t, sib, sih, n, len_t = q.new_zeros(1, dtype=torch.int32), 0, 0, int(lengths.max()), lengths
     else:
         idx_t = idx.contiguous()
-        n = idx_t.shape[-1]
+        n, len_t = idx_t.shape[-1], q.new_zeros(1, dtype=torch.int64)
         sib, sih = idx_t.stride(0), (idx_t.stride(1) if idx_t.dim() == 3 else 0)
     _triton_decode_kernel()[(b, h_kv)](
         q,
         k,
         v,
         idx_t,
+        len_t,
         out,
         lse,
         n,
@@ -325,7 +372,7 @@ def gathered_decode_attention(
     idx: torch.Tensor | None = None,
     *,
     scale: float,
-    length: int | None = None,
+    length: int | torch.Tensor | None = None,
     backend: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One-query attention over the cache rows ``idx`` (or the first ``length`` rows in compact mode).
@@ -334,9 +381,11 @@ def gathered_decode_attention(
         q: Query ``[B, H_q, 1, D]``.
         k: Keys ``[B, H_kv, N, D]`` (last dimension contiguous).
         v: Values ``[B, H_kv, N, D]``.
-        idx: ``[B, n]`` shared by all heads, ``[B, H_kv, n]`` per KV head, or ``None`` (compact mode).
+        idx: ``[B, n]`` shared by all heads, ``[B, H_kv, n]`` per KV head, or ``None`` (compact mode); entries
+            equal to ``-1`` are padding (rows that select fewer positions).
         scale: Softmax scale (e.g. ``module.scaling``).
-        length: Compact mode only: rows ``[0, length)`` are attended; defaults to ``N``.
+        length: Compact mode only: rows ``[0, length)`` are attended, one int for all rows or an int tensor
+            ``[B]`` (ragged rows); defaults to ``N``.
         backend: ``"auto"``, ``"torch"`` or ``"triton"``.
 
     Returns:
@@ -352,14 +401,14 @@ def gathered_decode_attention(
     """
     _check_float(q=q, k=k, v=v)
     _check_kv(q, k, v)
+    lengths = None
     if idx is not None:
         _check_idx(idx, k, per_head_ok=True)
-        length = idx.shape[-1]
     else:
-        length = k.shape[2] if length is None else length
-        if not 1 <= length <= k.shape[2]:
-            raise ValueError(f"`length` must be in [1, {k.shape[2]}] (rows of `k`), got {length}.")
+        lengths = row_lengths(
+            "length", k.shape[2] if length is None else length, k.shape[0], k.shape[2], k.device
+        )
     if resolve_backend(backend, q, k, v) == "triton":
         check_triton_sizes(D=q.shape[-1])
-        return _triton_gathered_decode_attention(q, k, v, idx, scale, length)
-    return _reference_gathered_decode_attention(q, k, v, idx, scale, length)
+        return _triton_gathered_decode_attention(q, k, v, idx, scale, lengths)
+    return _reference_gathered_decode_attention(q, k, v, idx, scale, lengths)

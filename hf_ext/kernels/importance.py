@@ -5,8 +5,10 @@
   ``R-1`` sees ``[0, N)``. ``mode="weight"``: ``exp(scale q.k - lse_row)`` (the row's softmax probability, lse
   over its visible range); ``mode="logit"``: ``scale q.k``. The result is the mean over all ``H_q`` heads and
   ``R`` rows, restricted to ``[0, valid_len)`` [paper semantics: the two score rows plus ``varlen_reduce``].
+  Ragged batches pass ``valid_len`` (and ``key_len``, what the last row sees) per row; positions at or past a
+  row's ``valid_len`` score ``-inf``.
 * ``masked_topk(imp, k)``: ``imp`` ``[B, L]`` -> ascending indices ``[B, min(k, L)]`` of the largest scores
-  [paper semantics: ``varlen_topk``].
+  [paper semantics: ``varlen_topk``]; with a per-row ``k`` the shorter rows are padded with ``-1``.
 
 Triton: ``verify_importance`` runs two passes (per-row LSE, then one program per key chunk looping over heads
 and rows, no atomics). ``masked_topk`` is a radix select on the order-preserving int32 image of the fp32
@@ -23,13 +25,14 @@ from typing import Any
 import torch
 
 from hf_ext.kernels._dispatch import check_triton_sizes, resolve_backend
+from hf_ext.kernels.gathered_attention import row_lengths
 
 MODES = ("weight", "logit")
 BLOCK_N = 64
 TOPK_BLOCK = 256
 
 
-def _check_importance_args(q_rows: torch.Tensor, k: torch.Tensor, valid_len: int, mode: str) -> None:
+def _check_importance_args(q_rows: torch.Tensor, k: torch.Tensor, mode: str) -> None:
     for name, t in (("q_rows", q_rows), ("k", k)):
         if not t.is_floating_point():
             raise TypeError(f"`{name}` must be a floating-point tensor, got dtype {t.dtype}.")
@@ -43,32 +46,30 @@ def _check_importance_args(q_rows: torch.Tensor, k: torch.Tensor, valid_len: int
         )
     if q_rows.shape[1] % k.shape[1]:
         raise ValueError(f"H_q={q_rows.shape[1]} (from `q_rows`) must be a multiple of H_kv={k.shape[1]}.")
-    if not 1 <= valid_len <= k.shape[2]:
-        raise ValueError(f"`valid_len` must be in [1, {k.shape[2]}] (cache length), got {valid_len}.")
-
-
-def _row_limits(r: int, valid_len: int, n: int) -> list[int]:
-    return [valid_len] + [n] * (r - 1)
 
 
 def _reference_verify_importance(
-    q_rows: torch.Tensor, k: torch.Tensor, valid_len: int, scale: float, mode: str
+    q_rows: torch.Tensor, k: torch.Tensor, valid: torch.Tensor, key_len: torch.Tensor, scale: float, mode: str
 ) -> torch.Tensor:
     b, h_q, r, d = q_rows.shape
-    h_kv, n = k.shape[1], k.shape[2]
+    h_kv, n = k.shape[1], int(key_len.max())
     g = h_q // h_kv
-    logits = torch.matmul(q_rows.float().view(b, h_kv, g * r, d), k.float().transpose(-1, -2)) * scale
+    logits = (
+        torch.matmul(q_rows.float().view(b, h_kv, g * r, d), k[:, :, :n].float().transpose(-1, -2)) * scale
+    )
     logits = logits.view(b, h_q, r, n)
+    width = int(valid.max())
+    pos = torch.arange(n, device=k.device)
     if mode == "weight":  # each row's lse over its own visible range, then its weights on [0, valid_len)
-        lse = torch.stack(
-            [
-                torch.logsumexp(logits[:, :, i, :lim], dim=-1)
-                for i, lim in enumerate(_row_limits(r, valid_len, n))
-            ],
-            dim=-1,
-        )
-        return torch.exp(logits[..., :valid_len] - lse[..., None]).mean(dim=(1, 2))
-    return logits[..., :valid_len].mean(dim=(1, 2))
+        limits = torch.stack([valid] + [key_len] * (r - 1), dim=-1)  # [B, R]
+        seen = pos < limits[:, None, :, None]
+        lse = torch.logsumexp(logits.masked_fill(~seen, float("-inf")), dim=-1)
+        imp = torch.exp(logits[..., :width] - lse[..., None]).mean(dim=(1, 2))
+    else:
+        imp = logits[..., :width].mean(dim=(1, 2))
+    if int(valid.min()) < width:
+        imp = imp.masked_fill(pos[None, :width] >= valid[:, None], float("-inf"))
+    return imp
 
 
 @functools.cache
@@ -82,7 +83,8 @@ def _triton_importance_kernels() -> tuple[Any, Any]:
         K,
         LSE,
         n,
-        valid_len,
+        VALID,
+        KEYLEN,
         scale,
         sqb,
         sqh,
@@ -100,7 +102,7 @@ def _triton_importance_kernels() -> tuple[Any, Any]:
         hr = tl.program_id(1)
         h = hr // R
         r = hr % R
-        limit = tl.where(r == 0, valid_len, n)
+        limit = tl.where(r == 0, tl.load(VALID + b), tl.load(KEYLEN + b))
         d = tl.arange(0, D)
         q = tl.load(Q + b * sqb + h * sqh + r * sqr + d).to(tl.float32)
         m = tl.full([], float("-inf"), tl.float32)
@@ -123,7 +125,8 @@ def _triton_importance_kernels() -> tuple[Any, Any]:
         K,
         LSE,
         OUT,
-        valid_len,
+        width,
+        VALID,
         scale,
         sqb,
         sqh,
@@ -141,6 +144,7 @@ def _triton_importance_kernels() -> tuple[Any, Any]:
     ):
         b = tl.program_id(0)
         offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        valid_len = tl.load(VALID + b)
         ok = offs < valid_len
         d = tl.arange(0, D)
         acc = tl.zeros([BLOCK], tl.float32)
@@ -157,18 +161,18 @@ def _triton_importance_kernels() -> tuple[Any, Any]:
                 if WEIGHT:
                     s = tl.exp(s - tl.load(LSE + (b * H + h) * R + r))
                 acc += s
-        tl.store(OUT + b * sob + offs, acc / (H * R), mask=ok)
+        tl.store(OUT + b * sob + offs, tl.where(ok, acc / (H * R), float("-inf")), mask=offs < width)
 
     return lse_kernel, reduce_kernel
 
 
 def _triton_verify_importance(
-    q_rows: torch.Tensor, k: torch.Tensor, valid_len: int, scale: float, mode: str
+    q_rows: torch.Tensor, k: torch.Tensor, valid: torch.Tensor, key_len: torch.Tensor, scale: float, mode: str
 ) -> torch.Tensor:
     import triton
 
     b, h_q, r, d = q_rows.shape
-    h_kv, n = k.shape[1], k.shape[2]
+    h_kv, n, width = k.shape[1], int(key_len.max()), int(valid.max())
     q_rows = q_rows.contiguous()
     if k.stride(-1) != 1:
         k = k.contiguous()
@@ -177,15 +181,16 @@ def _triton_verify_importance(
     common = dict(H=h_q, R=r, G=h_q // h_kv, D=d, BLOCK=BLOCK_N)
     strides = (q_rows.stride(0), q_rows.stride(1), q_rows.stride(2), k.stride(0), k.stride(1), k.stride(2))
     if mode == "weight":
-        lse_kernel[(b, h_q * r)](q_rows, k, lse, n, valid_len, float(scale), *strides, **common)
-    out = torch.empty(b, valid_len, dtype=torch.float32, device=k.device)
-    grid = (b, triton.cdiv(valid_len, BLOCK_N))
+        lse_kernel[(b, h_q * r)](q_rows, k, lse, n, valid, key_len, float(scale), *strides, **common)
+    out = torch.empty(b, width, dtype=torch.float32, device=k.device)
+    grid = (b, triton.cdiv(width, BLOCK_N))
     reduce_kernel[grid](
         q_rows,
         k,
         lse,
         out,
-        valid_len,
+        width,
+        valid,
         float(scale),
         *strides,
         out.stride(0),
@@ -198,25 +203,28 @@ def _triton_verify_importance(
 def verify_importance(
     q_rows: torch.Tensor,
     k: torch.Tensor,
-    valid_len: int,
+    valid_len: int | torch.Tensor,
     scale: float,
     mode: str = "weight",
     *,
+    key_len: int | torch.Tensor | None = None,
     backend: str = "auto",
 ) -> torch.Tensor:
     """Per-position importance of the cache ``[0, valid_len)`` from one or two query rows.
 
     Args:
         q_rows: ``[B, H_q, R, D]``, ``R`` in {1, 2}; row 0 sees ``[0, valid_len)``, row ``R-1`` sees ``[0,
-            N)``.
+            key_len)``.
         k: Post-RoPE keys ``[B, H_kv, N, D]``.
-        valid_len: Number of leading positions to score.
+        valid_len: Number of leading positions to score: an int, or an int tensor ``[B]`` (ragged rows).
         scale: Softmax scale.
         mode: ``"weight"`` (softmax probability of each row) or ``"logit"`` (scaled logit).
+        key_len: Keys the last row sees (int or ``[B]``, each in ``[valid_len, N]``); defaults to ``N``.
         backend: ``"auto"``, ``"torch"`` or ``"triton"``.
 
     Returns:
-        ``[B, valid_len]`` fp32, the mean over heads and rows.
+        ``[B, max(valid_len)]`` fp32, the mean over heads and rows; ``-inf`` at or past a row's
+        ``valid_len``.
 
     Example:
         >>> q = torch.tensor([1.0, 0.0]).view(1, 1, 1, 2)
@@ -224,17 +232,28 @@ def verify_importance(
         >>> tuple(round(x, 4) for x in verify_importance(q, k, 2, scale=1.0)[0].tolist())
         (0.2689, 0.7311)
     """
-    _check_importance_args(q_rows, k, valid_len, mode)
+    _check_importance_args(q_rows, k, mode)
+    batch, n = k.shape[0], k.shape[2]
+    valid = row_lengths("valid_len", valid_len, batch, n, k.device)
+    keys = row_lengths("key_len", n if key_len is None else key_len, batch, n, k.device)
+    if bool((keys < valid).any()):
+        raise ValueError(f"`key_len` must be >= `valid_len` in every row, got {key_len!r} and {valid_len!r}.")
     if resolve_backend(backend, q_rows, k) == "triton":
         check_triton_sizes(D=q_rows.shape[-1])
-        return _triton_verify_importance(q_rows, k, valid_len, scale, mode)
-    return _reference_verify_importance(q_rows, k, valid_len, scale, mode)
+        return _triton_verify_importance(q_rows, k, valid, keys, scale, mode)
+    return _reference_verify_importance(q_rows, k, valid, keys, scale, mode)
 
 
 # -------------------------------------------------------------------------------------------- masked_topk
-def _reference_masked_topk(imp: torch.Tensor, k: int) -> torch.Tensor:
-    k = min(k, imp.shape[-1])
-    return torch.topk(imp, k, dim=-1, sorted=False).indices.sort(dim=-1).values
+def _reference_masked_topk(imp: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    width = min(int(k.max()), imp.shape[-1])
+    vals, idx = torch.topk(imp, width, dim=-1, sorted=True)
+    keep = (torch.arange(width, device=imp.device)[None] < k[:, None]) & (vals > float("-inf"))
+    if bool(keep.all()):
+        return idx.sort(dim=-1).values
+    big = imp.shape[-1]
+    idx = torch.where(keep, idx, big).sort(dim=-1).values
+    return idx.masked_fill(idx == big, -1)
 
 
 @functools.cache
@@ -243,9 +262,10 @@ def _triton_topk_kernel() -> Any:
     import triton.language as tl
 
     @triton.jit
-    def kernel(IMP, OUT, n, k, sib, sob, BLOCK: tl.constexpr):
+    def kernel(IMP, OUT, K, n, sib, sob, BLOCK: tl.constexpr):
         b = tl.program_id(0)
         base = IMP + b * sib
+        k = tl.load(K + b)
         lo = tl.full([], -2147483648, tl.int64)
         hi = tl.full([], 2147483647, tl.int64)
         for _ in range(33):  # binary search: largest t with #(key >= t) >= k, i.e. the k-th largest key
@@ -288,37 +308,42 @@ def _triton_topk_kernel() -> Any:
     return kernel
 
 
-def _triton_masked_topk(imp: torch.Tensor, k: int) -> torch.Tensor:
+def _triton_masked_topk(imp: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     imp = imp.float().contiguous()
     b, n = imp.shape
-    k = min(k, n)
-    out = torch.empty(b, k, dtype=torch.int64, device=imp.device)
-    _triton_topk_kernel()[(b,)](imp, out, n, k, imp.stride(0), out.stride(0), BLOCK=TOPK_BLOCK)
+    k = k.clamp(max=n)
+    out = torch.full((b, int(k.max())), -1, dtype=torch.int64, device=imp.device)
+    _triton_topk_kernel()[(b,)](imp, out, k, n, imp.stride(0), out.stride(0), BLOCK=TOPK_BLOCK)
     return out
 
 
-def masked_topk(imp: torch.Tensor, k: int, *, backend: str = "auto") -> torch.Tensor:
+def masked_topk(imp: torch.Tensor, k: int | torch.Tensor, *, backend: str = "auto") -> torch.Tensor:
     """Ascending indices of the ``min(k, L)`` largest scores of each row.
 
     Args:
-        imp: Scores ``[B, L]`` over the selectable range ``[0, L)`` (``L = valid_len``).
-        k: Budget, ``>= 1``.
+        imp: Scores ``[B, L]`` over the selectable range ``[0, L)`` (``L = valid_len``); ``-inf`` marks
+            positions that must not be selected.
+        k: Budget, ``>= 1``: one int for every row, or an int tensor ``[B]``.
         backend: ``"auto"``, ``"torch"`` or ``"triton"``.
 
     Returns:
-        int64 ``[B, min(k, L)]``, unique, ascending. Ties at the threshold: any (torch) or lowest index
-        (Triton).
+        int64 ``[B, min(max(k), L)]``, unique, ascending; rows with a smaller budget (or fewer finite scores)
+        end with ``-1`` padding. Ties at the threshold: any (torch) or lowest index (Triton).
 
     Example:
         >>> masked_topk(torch.tensor([[0.1, 0.9, 0.3, 0.8]]), 2).tolist()
         [[1, 3]]
+        >>> imp = torch.tensor([[0.1, 0.9, 0.3, 0.8], [0.5, 0.0, 0.2, 0.4]])
+        >>> masked_topk(imp, torch.tensor([2, 1])).tolist()
+        [[1, 3], [0, -1]]
     """
     if not imp.is_floating_point():
         raise TypeError(f"`imp` must be a floating-point tensor, got dtype {imp.dtype}.")
     if imp.dim() != 2 or imp.shape[-1] == 0:
         raise ValueError(f"`imp` must be a non-empty [B, valid_len] tensor, got shape {tuple(imp.shape)}.")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"`k` must be an int >= 1, got {k!r}.")
+    if isinstance(k, bool) or (not isinstance(k, int | torch.Tensor)) or (isinstance(k, int) and k < 1):
+        raise ValueError(f"`k` must be an int >= 1 or an int tensor [B], got {k!r}.")
+    budgets = row_lengths("k", k, imp.shape[0], 1 << 62, imp.device)
     if resolve_backend(backend, imp) == "triton":
-        return _triton_masked_topk(imp, k)
-    return _reference_masked_topk(imp, k)
+        return _triton_masked_topk(imp, budgets)
+    return _reference_masked_topk(imp, budgets)

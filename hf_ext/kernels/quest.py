@@ -51,8 +51,9 @@ def quest_page_scores(q: torch.Tensor, kmin: torch.Tensor, kmax: torch.Tensor) -
 
     Example:
         >>> q = torch.tensor([1.0, -2.0]).view(1, 1, 1, 2)
-        >>> quest_page_scores(q, torch.tensor([0.0, -1.0]).view(1, 1, 1, 2), torch.tensor([2.0, 3.0]).view(1,
-        1, 1, 2)) tensor([[[4.]]])
+        >>> kmin, kmax = torch.tensor([0.0, -1.0]).view(1, 1, 1, 2), torch.tensor([2.0, 3.0]).view(1, 1, 1, 2)
+        >>> quest_page_scores(q, kmin, kmax)
+        tensor([[[4.]]])
     """
     if q.dim() != 4 or q.shape[2] != 1:
         raise ValueError(f"`q` must be [B, H_q, 1, D], got shape {tuple(q.shape)}.")

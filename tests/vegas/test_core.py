@@ -6,7 +6,15 @@ import pytest
 import torch
 
 from hf_ext.generation.vegas.config import VegasConfig
-from hf_ext.generation.vegas.core import QuestPages, budget, score_rows, streamingllm_indices, vegas_indices
+from hf_ext.generation.vegas.core import (
+    QuestPages,
+    budget,
+    greedy_accept,
+    score_rows,
+    speculative_accept,
+    streamingllm_indices,
+    vegas_indices,
+)
 
 
 @pytest.mark.parametrize(
@@ -31,17 +39,46 @@ def test_streamingllm_indices_spec_example():
 
 def test_score_rows_entries():
     q = torch.arange(5.0).view(1, 1, 5, 1)
-    assert score_rows(q, prefill=True).flatten().tolist() == [4.0]  # entry 2: last prompt row
-    assert score_rows(q, prefill=False).flatten().tolist() == [0.0, 4.0]  # first and last chunk rows
-    assert score_rows(q[:, :, :1], prefill=False).flatten().tolist() == [0.0]  # entry 1
+    assert score_rows(q, None).flatten().tolist() == [4.0]  # entry 2: last prompt row
+    assert score_rows(q, [4]).flatten().tolist() == [0.0, 4.0]  # first and last chunk rows
+    assert score_rows(q[:, :, :1], [0]).flatten().tolist() == [0.0]  # entry 1
+    q2 = torch.arange(10.0).view(2, 1, 5, 1)  # ragged batch: row 1 drafted 2 tokens (last real row 2)
+    assert score_rows(q2, [4, 2]).flatten().tolist() == [0.0, 4.0, 5.0, 7.0]
 
 
 def test_vegas_indices_never_select_the_tail():
     g = torch.Generator().manual_seed(0)
     q, k = torch.randn(1, 2, 3, 4, generator=g), torch.randn(1, 1, 12, 4, generator=g)
     k[:, :, 10:] *= 50  # huge tail keys must still be ignored: valid_len = 12 - 3 + 1 = 10
-    idx = vegas_indices(q, k, prefill=False, valid_len=10, k=4, scale=1.0, mode="logit", backend="torch")
+    idx = vegas_indices(q, k, last=[2], valid_len=[10], budgets=[4], scale=1.0, mode="logit", backend="torch")
     assert idx.shape == (1, 4) and int(idx.max()) < 10
+
+
+def test_vegas_indices_ragged_rows_pad_with_minus_one():
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(2, 2, 3, 4, generator=g), torch.randn(2, 1, 12, 4, generator=g)
+    idx = vegas_indices(
+        q, k, last=[2, 1], valid_len=[10, 6], budgets=[4, 2], scale=1.0, mode="weight", backend="torch"
+    )
+    assert idx.shape == (2, 4)
+    assert int(idx[0].min()) >= 0 and int(idx[0].max()) < 10
+    assert idx[1, 2:].tolist() == [-1, -1] and int(idx[1, :2].max()) < 6
+    alone = vegas_indices(
+        q[1:, :, :2], k[1:, :, :8], last=[1], valid_len=[6], budgets=[2], scale=1.0, mode="weight",
+        backend="torch",
+    )  # fmt: skip
+    assert idx[1, :2].tolist() == alone[0].tolist()  # a short row scores as if decoded alone
+
+
+def test_greedy_and_speculative_accept():
+    n_acc, bonus = greedy_accept(
+        torch.tensor([[4, 5, 6], [1, 2, 3]]), torch.tensor([[4, 5, 7, 8], [1, 2, 3, 9]])
+    )
+    assert n_acc.tolist() == [2, 3] and bonus.tolist() == [7, 9]
+    p = torch.tensor([[[0.0, 1.0], [0.5, 0.5]]])  # target always says token 1 first
+    q = torch.tensor([[[1.0, 0.0]]])  # the draft proposed token 0 with certainty: always rejected
+    n_acc, bonus = speculative_accept(torch.tensor([[0]]), q, p)
+    assert n_acc.tolist() == [0] and bonus.tolist() == [1]  # the residual max(0, p - q) is all on token 1
 
 
 def test_quest_pages_extend_and_select():
@@ -52,7 +89,7 @@ def test_quest_pages_extend_and_select():
     assert pages.n_pages == 1
     pages.extend(k, 40)
     assert pages.n_pages == 2  # position 32..39 is an incomplete page
-    idx = pages.select(torch.tensor([1.0, 0.0]).view(1, 1, 1, 2), k=10)
+    idx = pages.select(torch.tensor([1.0, 0.0]).view(1, 1, 1, 2), [10])
     assert idx.tolist() == [[list(range(16, 32))]]
 
 
@@ -66,6 +103,7 @@ def test_quest_pages_extend_and_select():
         ({"score_mode": "max"}, "`score_mode`"),
         ({"selector": "h2o"}, "`selector`"),
         ({"backend": "cuda"}, "`backend`"),
+        ({"cache": "static"}, "`cache`"),
     ],
 )
 def test_config_bad_values(kwargs, match):

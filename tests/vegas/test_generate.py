@@ -59,6 +59,32 @@ def test_every_selector_is_token_identical_to_greedy(arch):
     assert lm.config._attn_implementation == "sdpa"
 
 
+@pytest.mark.parametrize("arch", ["llama", pytest.param("gemma3", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("selector", ["vegas", "quest"])
+def test_batch_rows_equal_the_same_prompts_decoded_alone(arch, selector):
+    lm = _model(arch)
+    ids = torch.cat([_prompt(seed=s) for s in range(3)])
+    out = _vegas(lm, ids, _cfg(selector))
+    assert torch.equal(out.sequences, lm.generate(ids, max_new_tokens=24, do_sample=False))
+    alone = [_vegas(lm, ids[i : i + 1], _cfg(selector)) for i in range(3)]
+    for i, a in enumerate(alone):  # a row that stopped at EOS is padded in the batch, as generate pads it
+        m = a.sequences.shape[1]
+        assert torch.equal(out.sequences[i, :m], a.sequences[0])
+        assert bool((out.sequences[i, m:] == lm.generation_config.pad_token_id).all())
+    s = out.vegas_stats  # rows were ragged (different lengths in one iteration); counters sum over rows
+    assert len({t[0] for t in s.trace}) > len(s.trace) // 3
+    assert s.emitted == sum(a.vegas_stats.emitted for a in alone)
+
+
+def test_dynamic_cache_path_is_token_identical():
+    lm, ids = _model("llama"), _prompt()
+    ref = lm.generate(ids, max_new_tokens=24, do_sample=False)
+    out = _vegas(lm, ids, _cfg(cache="dynamic"))
+    assert torch.equal(out.sequences, ref)
+    assert type(out.cache).__name__ == "DynamicCache"
+    assert out.vegas_stats.accepted == _vegas(lm, ids).vegas_stats.accepted
+
+
 def test_some_drafts_are_rejected_so_the_rollback_is_exercised():
     out = _vegas(_model("llama"), _prompt(), min_new_tokens=24)
     stats = out.vegas_stats
@@ -165,8 +191,8 @@ def test_bad_inputs():
     lm, ids = _model("llama"), _prompt(50)
     with pytest.raises(TypeError, match="`vegas_config` must be a VegasConfig"):
         _vegas(lm, ids, {"selector": "vegas"})
-    with pytest.raises(NotImplementedError, match="Loop over prompts"):
-        _vegas(lm, ids.repeat(2, 1))
+    with pytest.raises(NotImplementedError, match="one sequence at a time"):
+        _vegas(lm, ids.repeat(2, 1), _cfg(cache="dynamic"))
     with pytest.raises(ValueError, match="`num_beams` must be 1"):
         _vegas(lm, ids, num_beams=2)
     with pytest.raises(ValueError, match="StaticCache"):

@@ -1,15 +1,19 @@
-"""The ``"hf_ext_vegas"`` attention function, the per-call ``VegasState`` and the draft's compact cache view.
+"""The ``"hf_ext_vegas"`` attention function and the per-call ``VegasState``.
 
-The function is registered with transformers' ``AttentionInterface`` (and ``sdpa_mask`` with
-``AttentionMaskInterface``) and reads two extra forward kwargs, ``vegas_mode`` and ``vegas_state``:
+The function is registered with transformers' ``AttentionInterface`` and reads two extra forward kwargs,
+``vegas_mode`` and ``vegas_state``:
 
-* no state (pass-through) or a sliding-window layer: the host's SDPA call, unchanged;
-* ``"prefill"`` / ``"verify"`` on a global layer: the host's SDPA output, then the layer's selection ``I_l``
-  is refreshed from this pass's scores and gathered, with the chunk's tail, into one compact buffer;
-* ``"draft"`` on a global layer: the layer's K/V arrive from :class:`CompactLayer` (the draft cache view
-  appends the draft token to the compact buffer instead of the full cache), and one decode attention runs
-  over that buffer (``hf_ext.kernels.gathered_decode_attention`` compact mode). Quest reads its pages from the
-  full cache per step and merges them with the tail by log-sum-exp.
+* no state (pass-through): the host's SDPA call, unchanged;
+* ``"prefill"`` / ``"verify"``: the host's SDPA output; on a global layer the selection ``I_l`` is then
+  refreshed from this pass's scores and gathered, with the chunk's tail, into one compact buffer;
+* ``"draft"`` on a global layer: the layer's K/V arrive from its compact buffer (the draft cache view appends
+  the draft token there instead of the full cache) and one decode attention runs over it
+  (``hf_ext.kernels.gathered_decode_attention``). Quest reads its pages from the full cache per step and
+  merges them with the tail by log-sum-exp. Sliding-window layers attend over their window of the full cache.
+
+With an :class:`~hf_ext.generation.vegas.cache.InPlaceCache` the rows of a batch may hold different lengths;
+the function then builds each row's mask itself from the layers' lengths (the host's mask assumes equal rows),
+so this implementation is registered without a mask function under :data:`ATTN_KEY_IN_PLACE`.
 """
 
 from __future__ import annotations
@@ -18,61 +22,34 @@ import logging
 from typing import Any
 
 import torch
-from transformers.cache_utils import Cache, CacheLayerMixin
+from transformers.cache_utils import Cache
 
+from hf_ext.generation.vegas.cache import InPlaceLayer
 from hf_ext.generation.vegas.config import VegasConfig
-from hf_ext.generation.vegas.core import QuestPages, budget, streamingllm_indices, vegas_indices
+from hf_ext.generation.vegas.core import QuestPages, budget, pad_rows, streamingllm_indices, vegas_indices
 from hf_ext.kernels.gathered_attention import gather_kv, gathered_decode_attention
 
 logger = logging.getLogger(__name__)
 
 ATTN_KEY = "hf_ext_vegas"
+ATTN_KEY_IN_PLACE = "hf_ext_vegas_in_place"
 MODES = ("prefill", "draft", "verify")
 
 
-class CompactLayer(CacheLayerMixin):
-    """One global layer's draft KV: ``n_selected`` gathered entries, then the recent tail, in one buffer.
-
-    ``keys``/``values`` are ``[B, H_kv, capacity, D]``; rows ``[0, length)`` are live. ``update`` appends in
-    place (growing the buffer only if a draft outruns the capacity reserved at the verify).
-    """
-
-    is_sliding = False
-    keys: torch.Tensor
-    values: torch.Tensor
-
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor, n_selected: int, length: int) -> None:
-        super().__init__()
-        self.keys, self.values = keys, values
-        self.n_selected, self.length = n_selected, length
-        self.is_initialized = True
-
-    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-        """Never called: the buffer exists before any draft forward."""
-
-    def update(
-        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        end = self.length + key_states.shape[-2]
-        if end > self.keys.shape[2]:
-            room = self.keys.new_empty(*self.keys.shape[:2], end - self.keys.shape[2] + 8, self.keys.shape[3])
-            self.keys, self.values = (
-                torch.cat([self.keys, room], 2),
-                torch.cat([self.values, room.clone()], 2),
-            )
-        self.keys[:, :, self.length : end] = key_states
-        self.values[:, :, self.length : end] = value_states
-        self.length = end
-        return self.keys[:, :, :end], self.values[:, :, :end]
-
-    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
-        return self.length + query_length, 0
-
-    def get_seq_length(self) -> int:
-        return self.length
-
-    def get_max_length(self) -> int:
-        return -1
+def visible_mask(
+    lengths: list[int], q: int, kv: int, window: int | None, start: int = 0, device: Any = None
+) -> torch.Tensor | None:
+    """``[B, 1, q, kv - start]`` bool: query ``j`` of row ``b`` sits at slot ``lengths[b] - q + j`` and
+    sees the slots up to itself (within ``window`` for a sliding layer), counted from ``start``; ``None``
+    when plain (causal) SDPA over the ``kv`` slots is already exact."""
+    if window is None and min(lengths) == kv and q in (1, kv):
+        return None
+    pos = torch.tensor(lengths, device=device)[:, None] - q + torch.arange(q, device=device)  # [B, q]
+    slots = torch.arange(start, kv, device=device)
+    mask = slots <= pos[..., None]
+    if window is not None:
+        mask &= slots > pos[..., None] - window
+    return mask[:, None]
 
 
 class VegasState:
@@ -82,16 +59,20 @@ class VegasState:
         config: The run's :class:`VegasConfig`.
         max_length: Generation ``max_length`` (prompt + new tokens), for the budget cap ``M``.
         global_layers: Indices of the full-attention layers (the others are sliding-window layers).
+        cache: The decoding loop's cache (an ``InPlaceCache`` or a ``DynamicCache``).
     """
 
-    def __init__(self, config: VegasConfig, max_length: int, global_layers: list[int]) -> None:
+    def __init__(self, config: VegasConfig, max_length: int, global_layers: list[int], cache: Cache) -> None:
         self.config = config
         self.max_length = max_length
         self.global_layers = frozenset(global_layers)
         self.dense_layers = frozenset(sorted(global_layers)[: config.quest_dense_layers])
-        self.valid_len = 0
-        self.budget = 0
-        self.compact: dict[int, CompactLayer] = {}
+        self.cache = cache
+        self.last: list[int] | None = None  # per row, the chunk index of the last real verify row
+        self.valid_len: list[int] = []
+        self.budget: list[int] = []
+        self.compact: dict[int, InPlaceLayer] = {}
+        self.selected: dict[int, list[int]] = {}
         self.pages: dict[int, QuestPages] = {}
         self.full_kv: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.entries = dict.fromkeys(MODES, 0.0)
@@ -99,15 +80,15 @@ class VegasState:
         self._warned_degenerate = False
 
     # ---------------------------------------------------------------- called by the decoding loop
-    def draft_cache(self, cache: Cache) -> Cache:
+    def draft_cache(self) -> Cache:
         """A cache view for draft forwards: global layers -> compact buffers, sliding layers -> real ones."""
-        layers = [self.compact.get(i, layer) for i, layer in enumerate(cache.layers)]
+        layers = [self.compact.get(i, layer) for i, layer in enumerate(self.cache.layers)]
         return Cache(layers=layers)
 
-    def keep_tail(self, n_accepted: int) -> None:
-        """After a verify, keep the first ``n_accepted`` chunk entries after ``b`` in every compact buffer."""
-        for layer in self.compact.values():
-            layer.length = layer.n_selected + n_accepted
+    def keep_tail(self, accepted: list[int]) -> None:
+        """After a verify, keep each row's selection plus its ``accepted[b]`` accepted entries after ``b``."""
+        for i, layer in self.compact.items():
+            layer.lengths = [s + a for s, a in zip(self.selected[i], accepted)]
 
     # ---------------------------------------------------------------- called by the attention function
     def _selector(self, layer_idx: int) -> str:
@@ -121,61 +102,77 @@ class VegasState:
         key: torch.Tensor,
         value: torch.Tensor,
         scale: float,
+        n_keys: list[int],
         prefill: bool,
     ) -> None:
-        """Select ``I_l`` over ``[0, valid_len')`` and build the layer's compact buffer (once per verify)."""
+        """Select ``I_l`` per row over ``[0, valid_len')`` and build the layer's compact buffer (per verify).
+
+        ``n_keys[b]``: live cache entries of row ``b`` after this pass (the chunk included).
+        """
         cfg = self.config
-        b, n_keys = key.shape[0], key.shape[2]
-        valid = n_keys if prefill else n_keys - query.shape[2] + 1
-        k = budget(n_keys, valid, cfg.sparse_ratio, cfg.min_tokens, self.max_length)
-        if k >= valid and not self._warned_degenerate:
+        q, dev = query.shape[2], key.device
+        valid = list(n_keys) if prefill else [n - q + 1 for n in n_keys]
+        last = None if prefill else self.last or [q - 1] * len(n_keys)
+        seen = valid if last is None else [v + t for v, t in zip(valid, last)]
+        ks = [budget(s, v, cfg.sparse_ratio, cfg.min_tokens, self.max_length) for s, v in zip(seen, valid)]
+        if any(k >= v for k, v in zip(ks, valid)) and not self._warned_degenerate:
             logger.warning(
-                "Vegas budget %d >= selectable length %d: the draft reads the whole cache.", k, valid
+                "Vegas budget %s >= selectable length %s: the draft reads the whole cache.", ks, valid
             )
             self._warned_degenerate = True
         sel = self._selector(layer_idx)
-        dev = key.device
+        tails = list(valid)  # the dense tail [tails[b], n_keys[b]) is read on top of the selection
         if sel == "vegas":
-            idx = vegas_indices(
-                query,
-                key,
-                prefill=prefill,
-                valid_len=valid,
-                k=k,
-                scale=scale,
-                mode=cfg.score_mode,
-                backend=cfg.backend,
-            )
+            idx = vegas_indices(query, key, last=last, valid_len=valid, budgets=ks, scale=scale,
+                                mode=cfg.score_mode, backend=cfg.backend)  # fmt: skip
+            chosen = [row[row >= 0] for row in idx]
         elif sel == "streamingllm":
-            idx = streamingllm_indices(
-                valid, n_keys, cfg.sparse_ratio, cfg.min_tokens, cfg.sink_tokens, cfg.page_size
-            )
-            idx = idx.to(dev)[None].expand(b, -1)
+            chosen = [
+                streamingllm_indices(v, s, cfg.sparse_ratio, cfg.min_tokens, cfg.sink_tokens, cfg.page_size)
+                for v, s in zip(valid, seen)
+            ]
         elif sel == "full":
-            idx = torch.arange(valid, device=dev)[None].expand(b, -1)
-        else:  # quest: pages are chosen per draft step; the buffer holds the tail only
-            self.pages.setdefault(layer_idx, QuestPages(cfg.page_size)).extend(key, valid)
+            chosen = [torch.arange(v) for v in valid]
+        else:  # quest: pages are chosen per draft step; the buffer holds the dense tail only
+            pages = self.pages.setdefault(layer_idx, QuestPages(cfg.page_size))
+            pages.extend(key, min(valid))
             self.full_kv[layer_idx] = (key, value)
-            idx = torch.empty(b, 0, dtype=torch.long, device=dev)
-        rows = torch.cat([idx, torch.arange(valid, n_keys, device=dev)[None].expand(b, -1)], dim=1)
+            chosen = [torch.empty(0, dtype=torch.long)] * len(valid)
+            tails = [pages.covered] * len(valid)
+        rows = pad_rows(
+            [
+                torch.cat([c.to(dev), torch.arange(t, n, device=dev)])
+                for c, t, n in zip(chosen, tails, n_keys)
+            ],
+            dev,
+        )
         capacity = rows.shape[1] + 2 * cfg.num_draft_tokens + 1
-        if rows.shape[1]:
+        lengths = [len(c) + n - t for c, t, n in zip(chosen, tails, n_keys)]
+        if rows.shape[1] and max(lengths):
             k_c, v_c = gather_kv(key, value, rows, capacity, backend=cfg.backend)
         else:
-            k_c, v_c = (
-                key.new_empty(*key.shape[:2], capacity, key.shape[3]),
-                value.new_empty(*key.shape[:2], capacity, key.shape[3]),
-            )
-        self.compact[layer_idx] = CompactLayer(k_c, v_c, n_selected=idx.shape[1], length=rows.shape[1])
-        self.valid_len, self.budget = valid, k
+            k_c = key.new_empty(*key.shape[:2], capacity, key.shape[3])
+            v_c = value.new_empty(*key.shape[:2], capacity, key.shape[3])
+        self.compact[layer_idx] = InPlaceLayer(k_c, v_c, lengths)
+        self.selected[layer_idx] = [len(c) + v - t for c, v, t in zip(chosen, valid, tails)]
+        self.valid_len, self.budget = valid, ks
 
     def draft_attention(
         self, layer_idx: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float
     ) -> torch.Tensor:
         """One draft query attending to the compact buffer ``key``/``value``: ``[B, H_q, 1, D]``."""
         backend = self.config.backend
-        out, lse = gathered_decode_attention(query, key, value, None, scale=scale, backend=backend)
-        read = key.shape[2]
+        lengths = self.compact[layer_idx].lengths
+        out, lse = gathered_decode_attention(
+            query,
+            key,
+            value,
+            None,
+            scale=scale,
+            length=torch.tensor(lengths, device=key.device),
+            backend=backend,
+        )
+        read = float(sum(lengths))
         pages = self.pages.get(layer_idx) if self._selector(layer_idx) == "quest" else None
         idx = pages.select(query, self.budget) if pages is not None else None
         if pages is not None and idx is not None:
@@ -186,10 +183,16 @@ class VegasState:
                 torch.exp(lse - lse_all)[..., None, None] * out.float()
                 + torch.exp(lse_p - lse_all)[..., None, None] * out_p.float()
             ).to(query.dtype)
-            read += idx.shape[-1]
-            self.selection_entries += 2 * pages.n_pages
+            read += float((idx >= 0).sum()) / idx.shape[1]
+            self.selection_entries += 2 * pages.n_pages * idx.shape[0]
         self.entries["draft"] += read
         return out
+
+
+def _window(module: torch.nn.Module, layer: Any) -> int | None:
+    if isinstance(layer, InPlaceLayer):
+        return layer.sliding_window
+    return getattr(module, "sliding_window", None) if getattr(layer, "is_sliding", False) else None
 
 
 def vegas_attention_forward(
@@ -207,44 +210,63 @@ def vegas_attention_forward(
     """Attention with the signature of ``transformers.integrations.sdpa_attention.sdpa_attention_forward``.
 
     Shapes: ``query`` ``[B, H_q, q, D]``; ``key``/``value`` ``[B, H_kv, N, D]`` post-RoPE, after the cache
-    update. Returns ``([B, q, H_q, D], None)`` like SDPA.
+    update.
+    Returns ``([B, q, H_q, D], None)`` like SDPA.
 
     Raises:
         TypeError: ``module`` has no ``layer_idx`` (the selection is stored per layer).
+        ValueError: ``vegas_mode`` is not one of ``"prefill"``, ``"draft"``, ``"verify"``.
     """
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    if vegas_state is None:
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
     layer_idx = getattr(module, "layer_idx", None)
-    if vegas_state is not None and not isinstance(layer_idx, int):
+    if not isinstance(layer_idx, int):
         raise TypeError(
             f"Vegas needs attention modules with an int `layer_idx`; {type(module).__name__} has "
             f"{layer_idx!r}."
         )
-    if vegas_state is None or layer_idx not in vegas_state.global_layers:
-        if vegas_state is not None and vegas_mode in ("draft", "verify"):
-            vegas_state.entries[vegas_mode] += key.shape[2]
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-        )
+    if vegas_mode not in MODES:
+        raise ValueError(f"`vegas_mode` must be one of {MODES}, got {vegas_mode!r}.")
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-    if vegas_mode == "draft":
+    is_global = layer_idx in vegas_state.global_layers
+    if vegas_mode == "draft" and is_global:
         out = vegas_state.draft_attention(layer_idx, query, key, value, scale)
         return out.transpose(1, 2).contiguous(), None
-    if vegas_mode not in ("prefill", "verify"):
-        raise ValueError(f"`vegas_mode` must be one of {MODES}, got {vegas_mode!r}.")
-    out, _ = sdpa_attention_forward(
-        module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-    )
-    vegas_state.entries[vegas_mode] += key.shape[2]
-    vegas_state.refresh(layer_idx, query, key, value, scale, prefill=vegas_mode == "prefill")
+    layer = vegas_state.cache.layers[layer_idx]
+    q, window = query.shape[2], _window(module, layer)
+    if isinstance(layer, InPlaceLayer):
+        n_keys = layer.lengths
+        start = 0 if window is None else max(0, min(n_keys) - q - window + 1)
+        mask = visible_mask(n_keys, q, key.shape[2], window, start, key.device)
+        k, v = key[:, :, start:], value[:, :, start:]
+        out, _ = sdpa_attention_forward(module, query, k, v, mask, dropout=dropout, scaling=scaling, **kwargs)
+        reads = [min(n, window + q - 1) if window else n for n in n_keys]
+    else:  # DynamicCache: exact-length rows and the host's mask
+        n_keys = [key.shape[2]]
+        out, _ = sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
+        reads = n_keys
+    vegas_state.entries[vegas_mode] += float(sum(reads))
+    if is_global and vegas_mode != "draft":
+        vegas_state.refresh(layer_idx, query, key, value, scale, n_keys, prefill=vegas_mode == "prefill")
     return out, None
 
 
-def register_vegas_attention() -> str:
-    """Register ``"hf_ext_vegas"`` with transformers' attention and mask interfaces; returns the key."""
+def register_vegas_attention(in_place: bool = False) -> str:
+    """Register the Vegas attention with transformers and return its key.
+
+    ``in_place=False``: ``"hf_ext_vegas"`` with ``sdpa_mask`` as its mask function (the host builds masks, as
+    for SDPA); ``in_place=True``: ``"hf_ext_vegas_in_place"`` without one (the function masks ragged rows).
+    """
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     AttentionInterface.register(ATTN_KEY, vegas_attention_forward)
     AttentionMaskInterface.register(ATTN_KEY, sdpa_mask)
-    return ATTN_KEY
+    AttentionInterface.register(ATTN_KEY_IN_PLACE, vegas_attention_forward)
+    return ATTN_KEY_IN_PLACE if in_place else ATTN_KEY

@@ -10,6 +10,7 @@ from hf_ext.kernels._dispatch import BACKENDS
 
 SELECTORS = ("vegas", "streamingllm", "quest", "full")
 SCORE_MODES = ("weight", "logit")
+CACHES = ("in_place", "dynamic")
 
 
 @dataclass
@@ -34,6 +35,10 @@ class VegasConfig:
         quest_dense_layers (`int`, *optional*, defaults to 0): Quest only: the first global layers drafted
             densely (the Quest paper uses 2; 0 keeps budgets equal).
         backend (`str`, *optional*, defaults to ``"auto"``): Kernel backend for ``hf_ext.kernels``.
+        cache (`str`, *optional*, defaults to ``"in_place"``): ``"in_place"`` decodes on an
+            :class:`~hf_ext.generation.vegas.cache.InPlaceCache` (preallocated, rollback by moving lengths,
+            batch > 1 with per-row lengths); ``"dynamic"`` keeps ``generate``'s ``DynamicCache`` and rolls
+            back with ``crop`` (batch 1). An ``InPlaceCache`` passed to ``generate`` is always used as is.
 
     Example:
         >>> VegasConfig(num_draft_tokens=4, sparse_ratio=0.1).selector
@@ -53,6 +58,7 @@ class VegasConfig:
         default=0, metadata={"help": "Quest: leading global layers drafted densely."}
     )
     backend: str = field(default="auto", metadata={"help": "Kernel backend: 'auto', 'torch' or 'triton'."})
+    cache: str = field(default="in_place", metadata={"help": "'in_place' (preallocated) or 'dynamic'."})
 
     def __post_init__(self) -> None:
         self.num_draft_tokens = check_int("num_draft_tokens", self.num_draft_tokens, low=1)
@@ -66,3 +72,4 @@ class VegasConfig:
         self.page_size = check_int("page_size", self.page_size, low=1)
         self.quest_dense_layers = check_int("quest_dense_layers", self.quest_dense_layers, low=0)
         self.backend = check_choice("backend", self.backend, BACKENDS)
+        self.cache = check_choice("cache", self.cache, CACHES)

@@ -1,12 +1,15 @@
-"""Vegas math in pure torch: the budget, the score rows, and the four KV selectors.
+"""Vegas math in pure torch: the budget, the score rows, the four KV selectors and the acceptance rule.
 
-Positions are token indices into one global layer's cache. Every selector returns the positions of
-``[0, valid_len)`` a draft reads; the recent tail ``[valid_len, n)`` is always read on top.
+Positions are token indices into one global layer's cache. A batch may be ragged (rows accept different
+numbers of draft tokens, so their caches hold different lengths): per-row quantities are lists or ``[B]``
+tensors, and a selection is ``[B, n]`` with ``-1`` padding the rows that select fewer positions. Every
+selector returns positions of ``[0, valid_len)``; the draft also reads the recent tail on top.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 
@@ -27,31 +30,59 @@ def budget(seqlen_k: int, valid_len: int, ratio: float, min_tokens: int, max_len
     return min(max(min(math.ceil(seqlen_k * ratio), cap), min_tokens), valid_len)
 
 
-def score_rows(query: torch.Tensor, prefill: bool) -> torch.Tensor:
-    """The query rows whose scores pick the next selection: ``[B, H_q, R, D]``.
+def pad_rows(rows: Sequence[torch.Tensor], device: torch.device | str = "cpu") -> torch.Tensor:
+    """Stack 1-D int tensors into ``[B, max_len]``, padding with ``-1``.
 
-    Prefill uses the last prompt row ("entry 2"); a verify chunk uses its first and last rows, or only the
-    first when it has one row ("entry 1") [paper].
+    Example:
+        >>> pad_rows([torch.tensor([0, 3]), torch.tensor([5])]).tolist()
+        [[0, 3], [5, -1]]
     """
-    if prefill or query.shape[2] == 1:
-        return query[:, :, -1:] if prefill else query[:, :, :1]
-    return query[:, :, [0, -1]]
+    width = max(len(r) for r in rows)
+    out = torch.full((len(rows), width), -1, dtype=torch.long, device=device)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return out
+
+
+def score_rows(query: torch.Tensor, last: Sequence[int] | None) -> torch.Tensor:
+    """The query rows whose scores pick the next selection: ``[B, H_q, R, D]`` [paper].
+
+    Prefill (``last=None``) uses the last prompt row ("entry 2"). A verify chunk uses its first row and its
+    last real row ``last[b]`` (rows of a ragged batch may draft fewer tokens); with one row only, the first
+    ("entry 1").
+    """
+    if last is None:
+        return query[:, :, -1:]
+    if max(last) == 0:
+        return query[:, :, :1]
+    idx = torch.tensor(last, device=query.device)[:, None, None, None].expand(
+        -1, query.shape[1], 1, query.shape[3]
+    )
+    return torch.cat([query[:, :, :1], query.gather(2, idx)], dim=2)
 
 
 def vegas_indices(
     query: torch.Tensor,
     key: torch.Tensor,
     *,
-    prefill: bool,
-    valid_len: int,
-    k: int,
+    last: Sequence[int] | None,
+    valid_len: Sequence[int],
+    budgets: Sequence[int],
     scale: float,
     mode: str,
     backend: str = "auto",
 ) -> torch.Tensor:
-    """Vegas selection: top-``k`` of the head- and row-mean scores over ``[0, valid_len)``: ``[B, k]``."""
-    imp = verify_importance(score_rows(query, prefill), key, valid_len, scale, mode, backend=backend)
-    return masked_topk(imp, k, backend=backend)
+    """Vegas selection: per row, top-``budgets[b]`` of the head- and row-mean scores over ``[0,
+    valid_len[b])``: ``[B, max(budgets)]``, ``-1``-padded.
+
+    The first score row sees ``[0, valid_len)``, the last one ``[0, valid_len + last)`` (its causal range).
+    """
+    dev = key.device
+    rows = score_rows(query, last)
+    valid = torch.tensor(valid_len, device=dev)
+    seen = valid if last is None else valid + torch.tensor(last, device=dev)
+    imp = verify_importance(rows, key, valid, scale, mode, key_len=seen, backend=backend)
+    return masked_topk(imp, torch.tensor(budgets, device=dev), backend=backend)
 
 
 def streamingllm_indices(
@@ -77,6 +108,9 @@ def streamingllm_indices(
 class QuestPages:
     """Per-layer Quest page metadata (key min/max of complete pages), extended incrementally.
 
+    Pages are summarised up to the shortest row's selectable length, so every row shares the page count;
+    positions past the last complete page are read densely by the draft (the Quest paper's partial page).
+
     Args:
         page: Positions per page.
     """
@@ -90,9 +124,14 @@ class QuestPages:
     def n_pages(self) -> int:
         return 0 if self.kmin is None else self.kmin.shape[2]
 
+    @property
+    def covered(self) -> int:
+        """Positions summarised by complete pages (the dense tail starts here)."""
+        return self.n_pages * self.page
+
     def extend(self, key: torch.Tensor, valid_len: int) -> None:
         """Add the complete pages of ``key[:, :, :valid_len]`` not yet summarised."""
-        done = self.n_pages * self.page
+        done = self.covered
         new_end = (valid_len // self.page) * self.page
         if new_end <= done:
             return
@@ -100,11 +139,61 @@ class QuestPages:
         self.kmin = kmin if self.kmin is None else torch.cat([self.kmin, kmin], dim=2)
         self.kmax = kmax if self.kmax is None else torch.cat([self.kmax, kmax], dim=2)
 
-    def select(self, query: torch.Tensor, k: int) -> torch.Tensor | None:
-        """Positions of the top ``ceil(k / page)`` pages per KV head ``[B, H_kv, n]`` (``None``: no page)."""
+    def select(self, query: torch.Tensor, budgets: Sequence[int]) -> torch.Tensor | None:
+        """Positions of the top ``ceil(k / page)`` pages per KV head: ``[B, H_kv, n]`` (``-1``-padded rows;
+        ``None`` without pages)."""
         if self.kmin is None or self.kmax is None:
             return None
         scores = quest_page_scores(query, self.kmin, self.kmax)
-        top = scores.topk(min(math.ceil(k / self.page), self.n_pages), dim=-1).indices  # [B, H_kv, P]
+        counts = [min(math.ceil(k / self.page), self.n_pages) for k in budgets]
+        top = scores.topk(max(counts), dim=-1).indices  # [B, H_kv, P]
+        keep = (
+            torch.arange(top.shape[-1], device=top.device)[None]
+            < torch.tensor(counts, device=top.device)[:, None]
+        )
         offs = torch.arange(self.page, device=top.device)
-        return (top[..., None] * self.page + offs).flatten(-2)
+        pos = (top[..., None] * self.page + offs).flatten(-2)
+        return pos.masked_fill(~keep.repeat_interleave(self.page, dim=1)[:, None], -1)
+
+
+def greedy_accept(draft: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy verification [paper]: ``draft`` ``[B, g]`` against the target argmax ``target`` ``[B, g+1]``.
+
+    Returns ``(n_acc [B], bonus [B])``: leading matches per row and the target token after them.
+
+    Example:
+        >>> greedy_accept(torch.tensor([[4, 5, 6]]), torch.tensor([[4, 5, 7, 8]]))
+        (tensor([2]), tensor([7]))
+    """
+    n_acc = (draft == target[:, :-1]).long().cumprod(dim=-1).sum(dim=-1)
+    return n_acc, target.gather(1, n_acc[:, None])[:, 0]
+
+
+def speculative_accept(
+    draft: torch.Tensor, q: torch.Tensor, p: torch.Tensor, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Speculative sampling (arXiv 2211.17192), one row per sequence: exact in distribution.
+
+    Args:
+        draft: Drafted tokens ``[B, g]``.
+        q: Draft probabilities ``[B, g, V]`` (of the processed draft logits).
+        p: Target probabilities ``[B, g + 1, V]``.
+        generator: Optional RNG.
+
+    Returns:
+        ``(n_acc [B], bonus [B])``: draft token ``i`` is kept with probability ``min(1, p_i / q_i)`` until the
+        first rejection, where the bonus is drawn from ``norm(max(0, p - q))``; if all are kept, from ``p_g``.
+    """
+    b, g = draft.shape
+    p_tok = p[:, :g].gather(-1, draft[..., None])[..., 0]
+    q_tok = q.gather(-1, draft[..., None])[..., 0]
+    u = torch.rand(b, g, device=draft.device, generator=generator)
+    n_acc = (u * q_tok <= p_tok).long().cumprod(dim=-1).sum(dim=-1)
+    rows = torch.arange(b, device=draft.device)
+    residual = p[rows, n_acc]
+    rejected = n_acc < g
+    q_pad = torch.cat([q, p.new_zeros(b, 1, p.shape[-1])], dim=1)[rows, n_acc]
+    residual = torch.where(rejected[:, None], (residual - q_pad).clamp(min=0), residual)
+    residual = residual / residual.sum(-1, keepdim=True)
+    bonus = torch.multinomial(residual, 1, generator=generator)[:, 0]
+    return n_acc, bonus

@@ -1,10 +1,14 @@
 """``vegas_generate``: Vegas self-speculative decoding as a transformers ``custom_generate`` callable.
 
 Each iteration drafts up to gamma tokens with the model itself, its global layers attending only to the
-compact buffer built at the previous verify, crops the draft's sliding-window KV, then verifies
+compact buffer built at the previous verify, rolls back the draft's sliding-window KV, then verifies
 ``[b, y_1..y_gamma_t]`` in one forward over the full cache. The verify keeps the host's SDPA output, so the
 accepted tokens are the model's own: greedy output is token-identical to ``generate(do_sample=False)``, and
 sampling uses the speculative rejection rule (arXiv 2211.17192) so the output distribution is the model's.
+
+The default cache is an :class:`~hf_ext.generation.vegas.cache.InPlaceCache`: K/V preallocated once, rollback
+by moving each row's length, and batches whose rows accept different numbers of tokens (each row keeps its
+own length; the attention masks the stale slots of shorter rows, as vLLM's slot rollback does).
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ from typing import Any, cast
 
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
-from transformers.generation.utils import GenerateDecoderOnlyOutput, _speculative_sampling
+from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from hf_ext._registry import paper
 from hf_ext.benchmarking import Timer
 from hf_ext.generation.vegas.attention import VegasState, register_vegas_attention
+from hf_ext.generation.vegas.cache import InPlaceCache
 from hf_ext.generation.vegas.config import VegasConfig
+from hf_ext.generation.vegas.core import greedy_accept, speculative_accept
 
 logger = logging.getLogger(__name__)
 
@@ -31,23 +37,29 @@ _OWN_KWARGS = ("cache", "attention_mask", "position_ids", "use_cache", "logits_t
 class VegasStats:
     """Counters of one ``vegas_generate`` call (decode only; the prefill forward is excluded).
 
+    Sums run over the rows of a batch: a forward of ``B`` rows counts one forward and ``B`` row-iterations.
+
     Attributes:
-        iterations: Verify passes.
-        drafted: Sum of draft lengths gamma_t.
-        accepted: Sum of accepted draft tokens n_acc.
+        iterations: Verify passes (forwards).
+        row_iterations: Verify passes summed over the rows still decoding.
+        draft_forwards: Draft forwards.
+        drafted: Sum of draft lengths gamma_t over rows.
+        accepted: Sum of accepted draft tokens n_acc over rows.
         emitted: Tokens emitted by the verify passes (accepted + bonus, after EOS/length truncation).
-        kv_entries_draft: Cache positions read by draft forwards, summed over layers (per KV head).
-        kv_entries_verify: Cache positions read by verify forwards, summed over layers (each position once).
+        kv_entries_draft: Cache positions read by draft forwards, summed over layers and rows (per KV head).
+        kv_entries_verify: Cache positions read by verify forwards, summed over layers and rows (each once).
         selection_entries: Quest's page min/max metadata reads (0 for the other selectors).
-        draft_seconds: Wall-clock seconds spent in draft forwards (and the sliding-layer rollback).
+        draft_seconds: Wall-clock seconds spent in draft forwards (device-synchronised).
         verify_seconds: Wall-clock seconds spent in verify forwards and acceptance.
-        trace: Per iteration ``(n, valid_len, budget, gamma_t, n_acc)``: cache length at the draft's start,
-            selectable length and budget of the selection the draft used, draft length, accepted count.
+        trace: Per iteration and row ``(n, valid_len, budget, gamma_t, n_acc)``: cache length at the draft's
+            start, selectable length and budget of the selection the draft used, draft length, accepted count.
     """
 
     _paper = paper("vegas")
 
     iterations: int = 0
+    row_iterations: int = 0
+    draft_forwards: int = 0
     drafted: int = 0
     accepted: int = 0
     emitted: int = 0
@@ -65,8 +77,13 @@ class VegasStats:
 
     @property
     def mean_accepted_length(self) -> float:
-        """tau = emitted tokens per iteration, bonus included."""
-        return self.emitted / self.iterations if self.iterations else 0.0
+        """tau = emitted tokens per row-iteration, bonus included."""
+        return self.emitted / self.row_iterations if self.row_iterations else 0.0
+
+    @property
+    def forwards(self) -> int:
+        """Decode forwards (drafts + verifies); each reads every weight once."""
+        return self.draft_forwards + self.iterations
 
     @property
     def kv_entries(self) -> float:
@@ -107,12 +124,6 @@ def _check_inputs(model: Any, input_ids: Any, generation_config: Any, model_kwar
                 f"Vegas needs attention modules with an int `layer_idx` (the selection is per layer); "
                 f"{type(m).__name__} has {getattr(m, 'layer_idx', None)!r}."
             )
-    if input_ids.shape[0] != 1:
-        raise NotImplementedError(
-            f"Vegas decodes one sequence at a time (per-sequence acceptance for batch > 1 is not "
-            f"implemented); got "
-            f"batch size {input_ids.shape[0]}. Loop over prompts instead."
-        )
     if generation_config.output_attentions or generation_config.output_hidden_states:
         raise NotImplementedError(
             "Vegas does not return attentions or hidden states; unset those output flags."
@@ -120,26 +131,29 @@ def _check_inputs(model: Any, input_ids: Any, generation_config: Any, model_kwar
     mask = model_kwargs.get("attention_mask")
     if mask is not None and not bool((mask == 1).all()):
         raise NotImplementedError(
-            "Vegas does not support padded inputs; pass an all-ones `attention_mask` or none."
+            "Vegas does not support padded inputs; pass an all-ones `attention_mask` or none (batch rows of "
+            "equal prompt length)."
         )
     cache = model_kwargs.get("cache")
+    if isinstance(cache, InPlaceCache):
+        return
     if not isinstance(cache, DynamicCache) or any(
         type(layer) not in (DynamicLayer, DynamicSlidingWindowLayer) for layer in cache.layers
     ):
         kinds = sorted({type(layer).__name__ for layer in getattr(cache, "layers", [])})
         raise ValueError(
-            f"Vegas needs a croppable DynamicCache of full/sliding attention layers, got "
-            f"{type(cache).__name__} "
-            f"(layers: {kinds}). Leave `cache_implementation` unset (dynamic)."
+            f"Vegas needs an InPlaceCache or a croppable DynamicCache of full/sliding attention layers, got "
+            f"{type(cache).__name__} (layers: {kinds}). Leave `cache_implementation` unset."
         )
 
 
 class _Loop:
-    """One ``vegas_generate`` call: prefill, then draft / crop / verify / accept until a stop fires."""
+    """One ``vegas_generate`` call: prefill, then draft / roll back / verify / accept until all rows stop."""
 
     def __init__(
         self,
         model: Any,
+        input_ids: torch.Tensor,
         logits_processor: Any,
         stopping_criteria: Any,
         generation_config: Any,
@@ -153,146 +167,235 @@ class _Loop:
         self.gen = generation_config
         self.streamer = streamer
         self.config = config
-        self.cache: DynamicCache = model_kwargs["cache"]
+        self.cache = self._cache(model_kwargs["cache"], input_ids)
+        self.in_place = isinstance(self.cache, InPlaceCache)
+        batch = input_ids.shape[0]
+        if batch > 1 and not self.in_place:
+            raise NotImplementedError(
+                f"Vegas on a DynamicCache decodes one sequence at a time; got batch size {batch}. Use the "
+                "default VegasConfig(cache='in_place') for batches."
+            )
+        if batch > 1 and streamer is not None:
+            raise NotImplementedError("Streaming supports batch size 1 only, as in transformers.")
         self.extra = {k: v for k, v in model_kwargs.items() if k not in _OWN_KWARGS}
         self.global_layers = [i for i, layer in enumerate(self.cache.layers) if not layer.is_sliding]
         self.sliding_layers = [i for i, layer in enumerate(self.cache.layers) if layer.is_sliding]
-        self.state = VegasState(config, generation_config.max_length, self.global_layers)
+        self.state = VegasState(config, generation_config.max_length, self.global_layers, self.cache)
         self.stats = VegasStats()
         eos = generation_config._eos_token_tensor
-        self.eos = None if eos is None else eos.flatten()
+        self.eos = set() if eos is None else {int(t) for t in eos.flatten()}
+        pad = generation_config._pad_token_tensor
+        self.pad = int(pad) if pad is not None else (min(self.eos) if self.eos else 0)
         ret = generation_config.return_dict_in_generate
-        self.scores: tuple[torch.Tensor, ...] | None = () if ret and generation_config.output_scores else None
-        self.raw: tuple[torch.Tensor, ...] | None = () if ret and generation_config.output_logits else None
+        self.keep_scores = bool(ret and generation_config.output_scores)
+        self.keep_logits = bool(ret and generation_config.output_logits)
+        self.scores: list[list[torch.Tensor]] = [[] for _ in range(batch)]
+        self.raw: list[list[torch.Tensor]] = [[] for _ in range(batch)]
 
-    def forward(self, ids: torch.Tensor, start: int, cache: Any, mode: str, keep: int) -> Any:
-        pos = torch.arange(start, start + ids.shape[1], device=ids.device)[None]
-        inputs = self.model.prepare_inputs_for_generation(
-            ids,
+    def _cache(self, cache: Any, input_ids: torch.Tensor) -> Any:
+        """The loop's cache: an ``InPlaceCache`` passed in (checked for room), ``generate``'s ``DynamicCache``
+        with ``cache="dynamic"`` or when a sliding layer of a prefilled one already dropped entries (it
+        cannot be copied), else a new ``InPlaceCache`` (a copy of the prefilled entries, if any)."""
+        capacity = self.gen.max_length + self.config.num_draft_tokens + 1
+        if isinstance(cache, InPlaceCache):
+            if cache.capacity < capacity:
+                raise ValueError(
+                    f"The InPlaceCache holds {cache.capacity} slots per row; this call needs "
+                    f"{capacity} (max_length {self.gen.max_length} + num_draft_tokens + 1)."
+                )
+            return cache
+        if self.config.cache == "dynamic":
+            return cache
+        if cache.get_seq_length() > 0:
+            dropped = any(
+                layer.is_sliding and layer.get_seq_length() > layer.keys.shape[2] for layer in cache.layers
+            )
+            return cache if dropped else InPlaceCache.from_cache(cache, self.model.config, capacity)
+        dtype = next(self.model.parameters()).dtype
+        return InPlaceCache(
+            self.model.config, input_ids.shape[0], capacity, dtype=dtype, device=input_ids.device
+        )
+
+    # ------------------------------------------------------------------------------------------ helpers
+    def forward(self, ids: torch.Tensor, starts: list[int], cache: Any, mode: str, keep: int) -> torch.Tensor:
+        """Logits ``[B, keep, V]`` (fp32) of ``ids`` ``[B, q]`` placed at per-row positions ``starts``."""
+        q = ids.shape[1]
+        pos = torch.tensor(starts, device=ids.device)[:, None] + torch.arange(q, device=ids.device)
+        out = self.model(
+            input_ids=ids,
             cache=cache,
             position_ids=pos,
             use_cache=True,
             logits_to_keep=keep,
             vegas_mode=mode,
             vegas_state=self.state,
-            is_first_iteration=mode == "prefill",
+            return_dict=True,
             **self.extra,
         )
-        return self.model(**inputs, return_dict=True)
+        return cast(torch.Tensor, out.logits[:, -keep:].float())
 
-    def pick(self, scores: torch.Tensor) -> torch.Tensor:
-        """``[B, V]`` processed scores -> ``[B, 1]`` token (argmax, or a sample when ``do_sample``)."""
+    def process(self, ids: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+        """One row's processed scores ``[V]`` after the prefix ``ids`` ``[t]``."""
+        return cast(torch.Tensor, self.processor(ids[None], raw[None])[0])
+
+    def pick(self, scores: torch.Tensor) -> int:
+        """A token from processed scores ``[V]``: argmax, or a sample when ``do_sample``."""
         if self.gen.do_sample:
-            return torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1)
-        return scores.argmax(dim=-1, keepdim=True)
+            return int(torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1))
+        return int(scores.argmax())
 
-    def is_eos(self, tok: torch.Tensor) -> bool:
-        return self.eos is not None and bool(torch.isin(tok, self.eos.to(tok.device)).any())
+    def stopped(self, ids: torch.Tensor) -> bool:
+        return bool(self.stopping(ids[None], None).all()) or (bool(self.eos) and int(ids[-1]) in self.eos)
 
-    def record(self, processed: list[torch.Tensor], raw: list[torch.Tensor]) -> None:
-        if self.scores is not None:
-            self.scores += tuple(processed)
-        if self.raw is not None:
-            self.raw += tuple(raw)
+    def set_lengths(self, lengths: list[int], layers: list[int] | None = None, drop: int = 0) -> None:
+        """Roll the cache back: move the lengths (in place) or crop ``drop`` entries (dynamic, batch 1)."""
+        if self.in_place:
+            self.cache.set_lengths(lengths, layers)
+        else:
+            for i in range(len(self.cache.layers)) if layers is None else layers:
+                self.cache.layers[i].crop(-drop)
 
-    def done(self, input_ids: torch.Tensor) -> bool:
-        return bool(self.stopping(input_ids, self.scores).all())
+    def record(self, b: int, tokens: list[int], scores: list[torch.Tensor], raw: list[torch.Tensor]) -> None:
+        if self.keep_scores:
+            self.scores[b] += scores
+        if self.keep_logits:
+            self.raw[b] += raw
+        if self.streamer is not None:
+            self.streamer.put(torch.tensor([tokens]))
 
-    def prefill(self, input_ids: torch.Tensor) -> torch.Tensor:
+    # ------------------------------------------------------------------------------------------ phases
+    def prefill(self, input_ids: torch.Tensor) -> list[torch.Tensor]:
         past = self.cache.get_seq_length()
-        out = self.forward(input_ids[:, past:], past, self.cache, "prefill", 1)
+        if self.in_place and len(set(self.cache.lengths)) > 1:
+            raise ValueError(f"The InPlaceCache passed to generate holds ragged rows {self.cache.lengths}.")
+        logits = self.forward(input_ids[:, past:], [past] * input_ids.shape[0], self.cache, "prefill", 1)
         if not self.cache.is_croppable:
             raise ValueError(
                 f"Vegas needs a croppable cache to roll back drafts, got {type(self.cache).__name__}."
             )
-        self.cache.activate_past_recording()
-        raw = out.logits[:, -1].float()
-        scores = self.processor(input_ids, raw)
-        self.record([scores], [raw])
-        return torch.cat([input_ids, self.pick(scores)], dim=-1)
+        if not self.in_place:
+            self.cache.activate_past_recording()
+        rows = []
+        for b, ids in enumerate(input_ids):
+            scores = self.process(ids, logits[b, 0])
+            tok = self.pick(scores)
+            self.record(b, [tok], [scores], [logits[b, 0]])
+            rows.append(torch.cat([ids, ids.new_tensor([tok])]))
+        return rows
 
-    def draft(self, input_ids: torch.Tensor, gamma: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Draft up to ``gamma`` tokens; returns the extended ids and the processed draft scores."""
-        t = input_ids.shape[1]
-        view = self.state.draft_cache(self.cache)
-        ids, scores = input_ids, []
-        for j in range(gamma):
-            out = self.forward(ids[:, -1:], t - 1 + j, view, "draft", 1)
-            s = self.processor(ids, out.logits[:, -1].float())
-            tok = self.pick(s)
-            ids = torch.cat([ids, tok], dim=-1)
-            scores.append(s)
-            if self.is_eos(tok):
-                break
-        for i in self.sliding_layers:  # draft KV is not target KV: drop it before the verify
-            cast(Any, self.cache.layers[i]).crop(-len(scores))
-        return ids, scores
+    def draft(
+        self, rows: list[torch.Tensor], gammas: list[int]
+    ) -> tuple[list[list[int]], list[list[torch.Tensor]]]:
+        """Draft up to ``gammas[b]`` tokens per row; returns the tokens and their processed scores."""
+        n = [len(ids) - 1 for ids in rows]
+        view = self.state.draft_cache()
+        tokens: list[list[int]] = [[] for _ in rows]
+        scores: list[list[torch.Tensor]] = [[] for _ in rows]
+        live = [g > 0 for g in gammas]
+        feed = [int(ids[-1]) for ids in rows]
+        device = rows[0].device
+        steps = 0
+        while any(live):
+            logits = self.forward(
+                torch.tensor(feed, device=device)[:, None], [m + steps for m in n], view, "draft", 1
+            )
+            steps += 1
+            self.stats.draft_forwards += 1
+            for b, ids in enumerate(rows):
+                if not live[b]:
+                    continue
+                s = self.process(torch.cat([ids, ids.new_tensor(tokens[b])]), logits[b, 0])
+                tok = self.pick(s)
+                tokens[b].append(tok)
+                scores[b].append(s)
+                feed[b] = tok
+                live[b] = len(tokens[b]) < gammas[b] and tok not in self.eos
+        # draft KV is not target KV: roll the sliding-window layers back before the verify
+        self.set_lengths(n, self.sliding_layers, drop=steps)
+        return tokens, scores
 
     def verify(
-        self, ids: torch.Tensor, t: int, draft_scores: list[torch.Tensor]
-    ) -> tuple[torch.Tensor, int, list, list]:
-        """Verify ``ids[:, t-1:]``.
+        self, rows: list[torch.Tensor], tokens: list[list[int]], draft_scores: list[list[torch.Tensor]]
+    ) -> list[tuple[list[int], int, list[torch.Tensor], list[torch.Tensor]]]:
+        """Verify every row's ``[b, y_1..y_gamma_t]`` in one forward.
 
-        Returns the emitted tokens ``[1, e]`` (after EOS/length truncation), the number of accepted draft
-        tokens among them, and the emitted tokens' processed and raw scores.
+        Returns per row the emitted tokens (after EOS/length truncation), how many of them are accepted draft
+        tokens, and their processed and raw scores.
         """
-        gamma_t = ids.shape[1] - t
-        out = self.forward(ids[:, t - 1 :], t - 1, self.cache, "verify", gamma_t + 1)
-        raw = out.logits[:, -(gamma_t + 1) :].float()
-        new = torch.stack([self.processor(ids[:, : t + i], raw[:, i]) for i in range(gamma_t + 1)], dim=1)
-        if self.gen.do_sample and gamma_t:
-            valid, n_match = _speculative_sampling(ids, torch.stack(draft_scores, dim=1), gamma_t, new)
-        else:
-            z = self.pick(new[0]).view(1, -1) if self.gen.do_sample else new.argmax(dim=-1)
-            match = (ids[:, t:] == z[:, :-1]).long().cumprod(dim=-1)
-            n_match = match.sum()
-            valid = z[:, : int(n_match) + 1]
-        valid = valid[:, : self.gen.max_length - t]
-        if self.eos is not None:
-            hits = torch.isin(valid[0], self.eos.to(valid.device)).nonzero()
-            if hits.numel():
-                valid = valid[:, : int(hits[0]) + 1]
-        n = valid.shape[1]
-        return valid, min(int(n_match), n), [new[:, i] for i in range(n)], [raw[:, i] for i in range(n)]
+        n = [len(ids) - 1 for ids in rows]
+        width = 1 + max(len(t) for t in tokens)
+        chunk = [[int(ids[-1]), *t, *[int(ids[-1])] * (width - 1 - len(t))] for ids, t in zip(rows, tokens)]
+        self.state.last = [len(t) for t in tokens]
+        logits = self.forward(torch.tensor(chunk, device=rows[0].device), n, self.cache, "verify", width)
+        out = []
+        for b, (ids, t) in enumerate(zip(rows, tokens)):
+            g = len(t)
+            prefixes = [torch.cat([ids, ids.new_tensor(t[:i])]) for i in range(g + 1)]
+            target = torch.stack([self.process(p, logits[b, i]) for i, p in enumerate(prefixes)])
+            draft = torch.tensor([t], dtype=torch.long, device=target.device)
+            if self.gen.do_sample:
+                q = torch.softmax(torch.stack(draft_scores[b]), -1) if g else target[:0]
+                n_acc, bonus = speculative_accept(draft, q[None], torch.softmax(target, -1)[None])
+            else:
+                n_acc, bonus = greedy_accept(draft, target.argmax(-1)[None])
+            kept = [*t[: int(n_acc)], int(bonus)][: self.gen.max_length - len(ids)]
+            hits = [i for i, tok in enumerate(kept) if tok in self.eos]
+            kept = kept[: hits[0] + 1] if hits else kept
+            e = len(kept)
+            out.append(
+                (kept, min(int(n_acc), e), [target[i] for i in range(e)], [logits[b, i] for i in range(e)])
+            )
+        return out
 
     def run(self, input_ids: torch.Tensor) -> torch.Tensor:
-        input_ids = self.prefill(input_ids)
-        if self.streamer is not None:
-            self.streamer.put(input_ids[:, -1:].cpu())
-        gamma = self.config.num_draft_tokens
-        while not self.done(input_ids):
-            t = input_ids.shape[1]
-            gamma_t = max(0, min(gamma, self.gen.max_length - t - 1))
-            before = (t - 1, self.state.valid_len, self.state.budget)
+        rows = self.prefill(input_ids)
+        done = [self.stopped(ids) for ids in rows]
+        gamma, s = self.config.num_draft_tokens, self.stats
+        while not all(done):
+            n = [len(ids) - 1 for ids in rows]
+            gammas = [
+                0 if d else max(0, min(gamma, self.gen.max_length - len(r) - 1)) for d, r in zip(done, rows)
+            ]
+            used = list(zip(self.state.valid_len or n, self.state.budget or n))
             with Timer(input_ids.device) as t_draft:
-                ids, draft_scores = self.draft(input_ids, gamma_t) if gamma_t else (input_ids, [])
-            gamma_t = len(draft_scores)
+                tokens, draft_scores = self.draft(rows, gammas) if max(gammas) else ([[] for _ in rows], [])
             with Timer(input_ids.device) as t_verify:
-                valid, accepted, processed, raw = self.verify(ids, t, draft_scores)
-                n_acc = valid.shape[1] - 1  # chunk entries after b that stay in the cache
-                self.cache.crop(
-                    -(gamma_t - n_acc)
-                )  # also trims sliding-window layers when nothing is rejected
-                self.state.keep_tail(n_acc)
-            self.stats.draft_seconds += t_draft.seconds
-            self.stats.verify_seconds += t_verify.seconds
-            input_ids = torch.cat([input_ids, valid], dim=-1)
-            if self.streamer is not None:
-                self.streamer.put(valid.cpu())
-            self.record(processed, raw)
-            s = self.stats
+                results = self.verify(rows, tokens, draft_scores)
+                kept = [0 if d else len(r[0]) for d, r in zip(done, results)]
+                width = 1 + max(len(t) for t in tokens)
+                self.set_lengths([m + k for m, k in zip(n, kept)], drop=width - kept[0])
+                self.state.keep_tail([max(0, k - 1) for k in kept])
+            s.draft_seconds += t_draft.seconds
+            s.verify_seconds += t_verify.seconds
             s.iterations += 1
-            s.drafted += gamma_t
-            s.accepted += accepted
-            s.emitted += valid.shape[1]
-            s.trace.append((*before, gamma_t, accepted))
-        s = self.stats
+            for b, (emitted, accepted, scores, raw) in enumerate(results):
+                if done[b]:
+                    continue
+                self.record(b, emitted, scores, raw)
+                rows[b] = torch.cat([rows[b], rows[b].new_tensor(emitted)])
+                s.row_iterations += 1
+                s.drafted += len(tokens[b])
+                s.accepted += accepted
+                s.emitted += len(emitted)
+                s.trace.append((n[b], *used[b], len(tokens[b]), accepted))
+                done[b] = self.stopped(rows[b])
         s.kv_entries_draft = self.state.entries["draft"]
         s.kv_entries_verify = self.state.entries["verify"]
         s.selection_entries = self.state.selection_entries
         if self.streamer is not None:
             self.streamer.end()
-        return input_ids
+        width = max(len(r) for r in rows)
+        return torch.stack([torch.cat([r, r.new_full((width - len(r),), self.pad)]) for r in rows])
+
+    def outputs(self, kind: str) -> tuple[torch.Tensor, ...] | None:
+        """``scores``/``logits`` as transformers returns them: one ``[B, V]`` per step (``-inf`` once a row
+        stopped)."""
+        per_row = self.scores if kind == "scores" else self.raw
+        if not (self.keep_scores if kind == "scores" else self.keep_logits):
+            return None
+        steps = max(len(r) for r in per_row)
+        filler = torch.full_like(per_row[0][0], float("-inf"))
+        return tuple(torch.stack([r[i] if i < len(r) else filler for r in per_row]) for i in range(steps))
 
 
 def vegas_generate(
@@ -315,20 +418,22 @@ def vegas_generate(
     tokens.
 
     [reconstructed] parts: sliding-window layers are drafted densely over their window (the paper's model has
-    none); draft KV is rolled back with ``cache.crop`` (vLLM overwrites slots); the draft reads a compact
+    none); draft KV is rolled back by moving each row's length in the preallocated cache (vLLM overwrites its
+    slots; the ``DynamicCache`` path crops); the draft reads a compact
     buffer gathered once per verify (vLLM uses a page table); the StreamingLLM window is token-aligned; the
-    Quest selector is a project baseline. Batch > 1 (per-sequence acceptance) is not implemented.
+    Quest selector is a project baseline. Rows of a batch accept independently (per-row lengths, masked).
 
     Args:
         model: A decoder-only transformers causal LM whose attention modules carry ``layer_idx``.
-        input_ids: ``[1, N]`` prompt (batch 1).
+        input_ids: ``[B, N]`` prompts of equal length (no padding).
         logits_processor: Prepared by ``generate``; applied to draft and verify logits alike.
         stopping_criteria: Prepared by ``generate``.
         generation_config: Prepared by ``generate`` (``max_length``, ``do_sample``, ``eos_token_id``, ...).
         synced_gpus: Ignored (single process).
         streamer: Optional streamer; receives the emitted tokens.
         vegas_config (`VegasConfig`, *optional*): Defaults to ``VegasConfig()``.
-        **model_kwargs: ``cache`` (a ``DynamicCache``), ``attention_mask`` (all ones or ``None``), ...
+        **model_kwargs: ``cache`` (``generate``'s ``DynamicCache``, possibly prefilled, or an
+            ``InPlaceCache``), ``attention_mask`` (all ones or ``None``), ...
 
     Returns:
         :class:`VegasGenerateOutput` (with ``vegas_stats``) when ``return_dict_in_generate=True``, else the
@@ -337,8 +442,10 @@ def vegas_generate(
     Raises:
         TypeError: ``vegas_config`` is not a ``VegasConfig``; ``input_ids`` is not a LongTensor; an attention
             module lacks ``layer_idx``.
-        ValueError: ``num_beams > 1``; a cache that cannot be cropped (static, quantized, linear attention).
-        NotImplementedError: batch > 1, padded inputs, encoder-decoder models, attention/hidden-state outputs.
+        ValueError: ``num_beams > 1``; a cache other than ``DynamicCache``/``InPlaceCache`` (static,
+            quantized, linear attention); an ``InPlaceCache`` without room for ``max_length + gamma + 1``.
+        NotImplementedError: batch > 1 on the ``DynamicCache`` path or with a streamer, padded inputs,
+            encoder-decoder models, attention/hidden-state outputs.
 
     Example:
         >>> from hf_ext.testing import tiny_llama
@@ -355,10 +462,17 @@ def vegas_generate(
         raise TypeError(f"`vegas_config` must be a VegasConfig, got {type(vegas_config).__name__}.")
     _check_inputs(model, input_ids, generation_config, model_kwargs)
     loop = _Loop(
-        model, logits_processor, stopping_criteria, generation_config, streamer, config, model_kwargs
+        model,
+        input_ids,
+        logits_processor,
+        stopping_criteria,
+        generation_config,
+        streamer,
+        config,
+        model_kwargs,
     )
     previous = model.config._attn_implementation
-    model.set_attn_implementation(register_vegas_attention())
+    model.set_attn_implementation(register_vegas_attention(in_place=loop.in_place))
     try:
         sequences = loop.run(input_ids)
     finally:
@@ -367,8 +481,8 @@ def vegas_generate(
         return cast(torch.LongTensor, sequences)
     return VegasGenerateOutput(
         sequences=cast(torch.LongTensor, sequences),
-        scores=cast(Any, loop.scores),
-        logits=cast(Any, loop.raw),
+        scores=cast(Any, loop.outputs("scores")),
+        logits=cast(Any, loop.outputs("logits")),
         cache=loop.cache,
         vegas_stats=loop.stats,
     )
