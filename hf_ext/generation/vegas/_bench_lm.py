@@ -1,0 +1,233 @@
+"""The benchmark's language model: a small all-global Llama trained once, offline, on Python standard-library
+source (byte-level, 256 tokens), then cached under :func:`hf_ext.assets.cache_dir`.
+
+Why: Vegas saves KV reads, so the benchmark needs a model whose decode step is dominated by KV reads (small
+weights, 4 KV heads of size 64 in every layer, no sliding-window layers) and whose attention has real
+structure: local heads and copying (induction) heads that retrieve far-back text. A random-weight model has
+neither (every sparse draft is rejected), and Gemma-3-270M has 15 of 18 layers local and a 262k-token head.
+
+Recipe (fixed, reproducible): the standard library's ``*.py`` files (tests excluded), split by file into
+train and held-out (every file whose path hashes to 0 mod 20 is held out; the benchmark's prompts come from
+those); byte tokens; 4 layers, hidden 256, 4 heads of 64, MLP 704, RoPE theta 5e5, tied embeddings (3.3 M
+parameters); AdamW (lr 3e-3, betas 0.9/0.95, weight decay 0.1), 40 warm-up steps then cosine decay, batch 8 x
+512 bytes, :data:`STEPS` steps, seed 0, 2 torch threads. Half the training sequences get one span of their own
+text pasted again further on (16-128 bytes), which makes copying heads form within the short budget.
+``hf-ext assets vegas-byte-llama`` builds it; ``recipe.json`` beside the weights records the wall time, the
+losses and the induction check (loss on a repeated held-out segment vs on its first occurrence).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import shutil
+import sysconfig
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+NAME = "vegas-byte-llama"
+SEED = 0
+STEPS = 800
+BATCH, SEQ = 8, 512
+COPIES = 2
+RANDOM_SPANS = 0.5
+COPY_STEPS = 150
+THREADS = 2
+ARCH: dict[str, Any] = dict(
+    vocab_size=256,
+    hidden_size=256,
+    intermediate_size=704,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+    head_dim=64,
+    rope_theta=5e5,
+    max_position_embeddings=65536,
+    tie_word_embeddings=True,
+    bos_token_id=None,
+    eos_token_id=None,
+    pad_token_id=None,
+)
+
+
+def _held_out(rel: str) -> bool:
+    return int(hashlib.sha256(rel.encode()).hexdigest(), 16) % 20 == 0
+
+
+@cache
+def stdlib_sources() -> dict[str, dict[str, bytes]]:
+    """``{"train": {path: bytes}, "held_out": {path: bytes}}``: the standard library's ``*.py`` files (tests,
+    ``site-packages`` and ``idle_test`` excluded), split by a hash of the relative path (5% held out)."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    out: dict[str, dict[str, bytes]] = {"train": {}, "held_out": {}}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(("test/", "site-packages/", "idlelib/idle_test/")) or "/test" in rel:
+            continue
+        out["held_out" if _held_out(rel) else "train"][rel] = path.read_bytes()
+    return out
+
+
+def _batch(data: Any, generator: Any) -> Any:
+    """``[BATCH, SEQ + 1]`` byte windows, each with ``COPIES`` earlier spans pasted again further on."""
+    import torch
+
+    starts = torch.randint(0, data.numel() - SEQ - 1, (BATCH,), generator=generator)
+    x = torch.stack([data[s : s + SEQ + 1] for s in starts.tolist()])
+    for row in range(BATCH):
+        for _ in range(COPIES):
+            m = int(torch.randint(32, 129, (), generator=generator))
+            a = int(torch.randint(0, SEQ - 2 * m, (), generator=generator))
+            c = int(torch.randint(a + m, SEQ + 1 - m, (), generator=generator))
+            if torch.rand((), generator=generator) < RANDOM_SPANS:  # unpredictable except by copying
+                x[row, a : a + m] = torch.randint(32, 127, (m,), generator=generator)
+            x[row, c : c + m] = x[row, a : a + m].clone()
+    return x
+
+
+def _copy_batch(generator: Any) -> Any:
+    """``[BATCH, SEQ + 1]`` rows of one random printable segment (32-128 bytes) repeated: the warm-up task
+    on which copying heads form within about a hundred steps (on real text alone they had not after 1000)."""
+    import torch
+
+    rows = []
+    for _ in range(BATCH):
+        m = int(torch.randint(32, 129, (), generator=generator))
+        seg = torch.randint(32, 127, (m,), generator=generator)
+        rows.append(seg.repeat(SEQ // m + 2)[: SEQ + 1])
+    return torch.stack(rows)
+
+
+def induction_check(lm: Any, text: bytes, *, span: int = 256, gap: int = 0) -> dict[str, float]:
+    """Mean loss (nats/byte) on ``span`` held-out bytes and on the same bytes repeated after ``gap`` more.
+
+    The repeat is predictable only by copying from the first occurrence, so ``repeat / first`` far below 1
+    shows copying (induction) heads.
+    """
+    import torch
+
+    seg = list(text[:span])
+    filler = list(text[span : span + gap])
+    ids = torch.tensor([seg + filler + seg])
+    with torch.no_grad():
+        logp = torch.log_softmax(lm(ids).logits[0, :-1].float(), -1)
+    nll = -logp.gather(-1, ids[0, 1:, None])[:, 0]
+    first = float(nll[: span - 1].mean())
+    repeat = float(nll[-span + 1 :].mean())
+    return {"first": first, "repeat": repeat, "ratio": repeat / first}
+
+
+def _evaluate(lm: Any, held_out: bytes) -> dict[str, Any]:
+    import torch
+
+    ids = torch.tensor([list(held_out[: 4 * SEQ])])
+    with torch.no_grad():
+        logits = lm(ids).logits[0, :-1].float()
+    loss = float(torch.nn.functional.cross_entropy(logits, ids[0, 1:]))
+    return {
+        "held_out_loss": loss,
+        "held_out_bits_per_byte": loss / math.log(2),
+        "induction": induction_check(lm, held_out),
+        "induction_far": induction_check(lm, held_out, gap=3000),
+    }
+
+
+def train(target: Path, *, steps: int = STEPS, seed: int = SEED) -> dict[str, Any]:
+    """Train the model and save it (``save_pretrained``) with ``recipe.json`` into ``target``."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from hf_ext.benchmarking import Timer, pinned_threads, seeded
+
+    sources = stdlib_sources()
+    data = torch.frombuffer(bytearray(b"\n".join(sources["train"].values())), dtype=torch.uint8).long()
+    held_out = b"\n".join(sources["held_out"].values())
+    with pinned_threads(THREADS), seeded(seed), Timer() as wall:
+        config = LlamaConfig(**ARCH)
+        config._attn_implementation = "sdpa"
+        lm = LlamaForCausalLM(config)
+        generator = torch.Generator().manual_seed(seed)
+        decay = [p for n, p in lm.named_parameters() if p.dim() >= 2]
+        rest = [p for n, p in lm.named_parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+            lr=3e-3,
+            betas=(0.9, 0.95),
+        )
+        warm = 40
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt,
+            lambda s: (
+                (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / (steps - warm)))
+            ),
+        )
+        losses = []
+        lm.train()
+        for step in range(steps):
+            x = _copy_batch(generator) if step < COPY_STEPS else _batch(data, generator)
+            logits = lm(input_ids=x[:, :-1]).logits
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 256), x[:, 1:].reshape(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(lm.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            losses.append(loss.item())
+            if step % 40 == 0:
+                lm.eval()
+                check = induction_check(lm, held_out)
+                lm.train()
+                logger.info("step %d loss %.3f induction %.3f", step, losses[-1], check["ratio"])
+        lm.eval()
+        report = _evaluate(lm, held_out)
+    recipe = {
+        "seed": seed,
+        "steps": steps,
+        "batch": BATCH,
+        "seq": SEQ,
+        "tokens": steps * BATCH * SEQ,
+        "threads": THREADS,
+        "train_bytes": int(data.numel()),
+        "held_out_files": len(sources["held_out"]),
+        "arch": ARCH,
+        "wall_seconds": wall.seconds,
+        "final_train_loss": sum(losses[-20:]) / 20,
+        **report,
+    }
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    lm.save_pretrained(staging)
+    (staging / "recipe.json").write_text(json.dumps(recipe, indent=1))
+    from hf_ext.assets import write_manifest
+
+    write_manifest(staging)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return recipe
+
+
+def byte_llama_path() -> Path:
+    """Folder of the trained model, trained on first use (about 10 minutes on 2 cores) and cached."""
+    from hf_ext.assets import _locked, cache_dir, verify_manifest
+
+    target = cache_dir() / NAME
+    with _locked(NAME):
+        problem = verify_manifest(target) if target.exists() else "not built yet"
+        if problem:
+            logger.warning("training %s into %s (%s)", NAME, target, problem)
+            train(target)
+    return target
+
+
+def byte_llama() -> tuple[Any, dict[str, Any]]:
+    """``(LlamaForCausalLM in eval mode, fp32, recipe dict)`` of the cached trained model."""
+    from transformers import LlamaForCausalLM
+
+    path = byte_llama_path()
+    lm = LlamaForCausalLM.from_pretrained(path).eval()
+    return lm, json.loads((path / "recipe.json").read_text())
