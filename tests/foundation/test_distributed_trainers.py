@@ -1,0 +1,191 @@
+"""Trainers on two CPU processes (gloo, through accelerate's state) equal one process at one global batch.
+
+Each rank sees ``per_device_train_batch_size = 2`` and the single process 4: accelerate hands rank ``r``
+the ``r``-th of each pair of consecutive batches of the same seeded sampler, so one optimizer step sees
+the same four examples. The check compares the logged losses and method statistics (gathered across
+ranks by TRL) and every trainable weight after the run.
+"""
+
+from __future__ import annotations
+
+import copy
+import socket
+from typing import Any
+
+import pytest
+
+from hf_ext.testing import requires
+
+pytestmark = pytest.mark.distributed
+
+STEPS = 3
+
+
+def _camp_rows() -> list[dict[str, Any]]:
+    gaps = [(1.0, 1.0), (0.5, 0.0), (-1.0, 1.0), (0.25, 0.75), (1.0, -0.5), (-0.25, -0.5)]
+    rows = []
+    for i in range(24):
+        t, h = gaps[i % len(gaps)]
+        rows.append(
+            {
+                "prompt": f"the capital city of {'rome paris'.split()[i % 2]} is",
+                "chosen": "rome" if i % 3 else "paris city",
+                "rejected": "unknown" if i % 2 else "the river",
+                "truth_margin": t,
+                "help_margin": h,
+            }
+        )
+    return rows
+
+
+def _train_camp(output_dir: str, per_device: int) -> tuple[list[float], dict[str, Any]]:
+    from datasets import Dataset
+
+    from hf_ext import CAMPConfig, CAMPTrainer
+    from hf_ext.testing import tiny_llama, word_tokenizer
+
+    tok = word_tokenizer()
+    model = tiny_llama(vocab_size=len(tok), hidden_size=32, intermediate_size=64)
+    args = CAMPConfig(
+        output_dir=output_dir,
+        max_steps=STEPS,
+        per_device_train_batch_size=per_device,
+        learning_rate=1e-2,
+        bf16=False,
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        disable_tqdm=True,
+        seed=0,
+        dataloader_num_workers=0,
+    )
+    trainer = CAMPTrainer(
+        model=model,
+        ref_model=copy.deepcopy(model),
+        args=args,
+        train_dataset=Dataset.from_list(_camp_rows()),
+        processing_class=tok,
+    )
+    trainer.train()
+    return _result(trainer)
+
+
+def _train_keystone(output_dir: str, per_device: int) -> tuple[list[float], dict[str, Any]]:
+    import torch
+    from datasets import Dataset
+    from peft import get_peft_model
+    from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments
+
+    from hf_ext import KeystoneConfig
+    from hf_ext.testing import tiny_llama, word_tokenizer
+
+    tok = word_tokenizer()
+    model = tiny_llama(vocab_size=len(tok), hidden_size=32, intermediate_size=64)
+    config = KeystoneConfig(
+        keystone_rows={"model.layers.0.self_attn.o_proj": [1, 5, 9], "model.layers.1.mlp.up_proj": [0, 7]}
+    )
+    peft_model = get_peft_model(model, config)
+    texts = [f"the capital city of {w} is {w}" for w in "rome paris rome paris".split()] * 6
+    data = Dataset.from_dict({"input_ids": [tok(t)["input_ids"] for t in texts]})
+    args = TrainingArguments(
+        output_dir=output_dir,
+        max_steps=STEPS,
+        per_device_train_batch_size=per_device,
+        learning_rate=1e-2,
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        disable_tqdm=True,
+        seed=0,
+        dataloader_num_workers=0,
+    )
+    torch.manual_seed(0)
+    trainer = Trainer(
+        model=peft_model,
+        args=args,
+        train_dataset=data,
+        data_collator=DataCollatorForLanguageModeling(tok, mlm=False),
+    )
+    trainer.train()
+    return _result(trainer)
+
+
+def _result(trainer: Any) -> tuple[list[float], dict[str, Any]]:
+    """The logged loss and method statistics (``camp/...``) per step, and every trainable weight."""
+    logs = [
+        v
+        for log in trainer.state.log_history
+        if "loss" in log
+        for k, v in sorted(log.items())
+        if k == "loss" or k.startswith("camp/")
+    ]
+    weights = {n: p.detach().numpy().copy() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    return logs, weights
+
+
+TRAINERS = {
+    "camp": (("trl",), _train_camp),
+    "keystone": (("peft",), _train_keystone),
+}
+
+
+def _worker(rank: int, port: int, name: str, output_dir: str, out: Any) -> None:
+    import os
+
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE="2",
+        LOCAL_WORLD_SIZE="2",
+        ACCELERATE_USE_CPU="true",
+        HF_HUB_OFFLINE="1",
+    )
+    try:
+        result = TRAINERS[name][1](output_dir, per_device=2)
+        from accelerate import PartialState
+
+        assert PartialState().num_processes == 2, "the trainer did not join the process group"
+        out.put((rank, result))
+    except BaseException as exc:  # the parent reports the rank's error instead of timing out
+        out.put((rank, repr(exc)))
+        raise
+
+
+def _two_processes(name: str, output_dir: str) -> dict[int, Any]:
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(rank, port, name, output_dir, out)) for rank in range(2)]
+    for p in procs:
+        p.start()
+    results = dict(out.get(timeout=300) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    return results
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(name, marks=requires(*extras)) for name, (extras, _) in sorted(TRAINERS.items())]
+)
+def test_two_processes_equal_one_at_the_same_global_batch(name, tmp_path):
+    import numpy as np
+
+    train = TRAINERS[name][1]
+    ranks = _two_processes(name, str(tmp_path / "ddp"))
+    for rank, result in ranks.items():
+        assert not isinstance(result, str), f"rank {rank} failed: {result}"
+    losses, weights = train(str(tmp_path / "single"), per_device=4)
+    for rank in (0, 1):
+        rank_losses, rank_weights = ranks[rank]
+        assert rank_losses == pytest.approx(losses, rel=1e-4), f"rank {rank} logs"
+        assert rank_weights.keys() == weights.keys() and weights
+        for key in weights:
+            np.testing.assert_allclose(rank_weights[key], weights[key], atol=1e-5, rtol=1e-4, err_msg=key)
