@@ -141,3 +141,71 @@ def test_learned_routing_gradient_reaches_logits():
     loss = mixture_loss(logits, [(dense, sp, ec, cost)], 0.25, 10.0, 1.0, g)
     loss.backward()
     assert logits.grad is not None and logits.grad.abs().sum() > 0
+
+
+def _run_constant_qkv(seed=0, frames=4, tokens=32, block=16, pool=4, heads=2, d=8):
+    """Q/K/V whose keys and values are constant over every run of ``block // pool`` tokens, so pooled keys and
+    values equal the tokens they stand for."""
+    g = torch.Generator().manual_seed(seed)
+    s = frames * tokens
+    q = torch.randn(1, heads, s, d, generator=g)
+    k, v = (
+        torch.randn(1, heads, s // (block // pool), d, generator=g).repeat_interleave(block // pool, 2)
+        for _ in range(2)
+    )
+    return q, k, v
+
+
+def test_pooled_echo_is_exact_when_runs_are_constant():
+    from hf_ext.diffusers.echo_attention.core import identity_theta
+
+    lay = Layout(frames=4, tokens_per_frame=32, block=16)  # n_t = 8
+    q, k, v = _run_constant_qkv()
+    dense = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    # 0.26 of dense buys 16 exact tiles (2 per query tile), 0.69 the 6 others of each query tile as echo
+    out, alloc = sparse_echo_attention(
+        q, k, v, lay, [0.26] * 2, [0.69] * 2, identity_theta(2, lay, 8), pool=4, backend="torch"
+    )
+    assert (alloc.exact | alloc.echoed).all() and not (alloc.exact & alloc.echoed).any()
+    torch.testing.assert_close(out, dense, atol=1e-5, rtol=1e-5)
+
+
+def test_pooled_fit_finds_no_gap_when_runs_are_constant():
+    from hf_ext.diffusers.echo_attention.fit import pooled_stats
+
+    lay = Layout(frames=3, tokens_per_frame=32, block=16)
+    q, k, _ = _run_constant_qkv(frames=3)
+    stats = new_theta_stats(2, 5, 8)
+    pooled_stats(q, k, lay, 4, stats)
+    a, c, u, w = solve_theta(stats)
+    assert (a == 1).all() and (c == 0).all() and (u == 0).all()
+    torch.testing.assert_close(w, torch.zeros_like(w), atol=1e-5, rtol=0)
+
+
+def test_plan_tiles_static_widths_and_counted_flops():
+    from hf_ext.diffusers.echo_attention.allocation import plan_tiles, tile_counts
+
+    lay = Layout(frames=4, tokens_per_frame=64, block=16)  # n_t = 16, S = 256
+    d, pool = 8, 4
+    n_ex, n_co = tile_counts(lay, d, [0.3, 0.5], [0.1, 0.0], pool)
+    assert n_co[1] == 0 and n_co[0] > 0
+    cost = flop_costs(lay, d, pool)
+    assert n_ex[1] == (0.5 * cost["dense"] - cost["estimate"]) // cost["exact"]
+    p_hat = torch.rand(2, 16, 16, generator=torch.Generator().manual_seed(0)).softmax(-1)
+    widths = (-(-max(n_ex) // 16), max(n_co))
+    alloc = plan_tiles(p_hat, lay, d, torch.tensor(n_ex), torch.tensor(n_co), widths, pool)
+    assert alloc.lut.shape == (2, 16, widths[0]) and alloc.coarse_lut is not None
+    assert alloc.exact.diagonal(dim1=-2, dim2=-1).all()
+    assert alloc.exact.flatten(1).sum(-1).tolist() == n_ex
+    assert alloc.echoed[0].sum(-1).eq(n_co[0]).all() and not alloc.echoed[1].any()
+    assert not (alloc.exact & alloc.echoed).any()
+    for row in range(16):  # the echoed tiles are the next of the ranking after the exact ones
+        kept = p_hat[0, row][alloc.exact[0, row]].clone()
+        kept[kept == p_hat[0, row, row]] = 1.0  # the diagonal is kept whatever its estimate
+        assert p_hat[0, row][alloc.echoed[0, row]].max() <= kept.min() + 1e-7
+        assert (
+            p_hat[0, row][~alloc.exact[0, row] & ~alloc.echoed[0, row]].max()
+            <= p_hat[0, row][alloc.echoed[0, row]].min()
+        )
+    expected = cost["estimate"] + cost["exact"] * n_ex[0] + cost["pool_keys"] + cost["coarse"] * 16 * n_co[0]
+    assert float(alloc.flops[0]) == expected / cost["dense"]

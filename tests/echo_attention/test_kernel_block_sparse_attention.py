@@ -183,3 +183,81 @@ def test_triton_rejects_non_power_of_two_block():
     lut, cnt = _full_lut(1, 2, 2)
     with pytest.raises(ValueError, match="`block` must be a power of two"):
         block_sparse_attention(q, k, v, lut, cnt, 24, 0.25, backend="triton")
+
+
+def _coarse_case(seed=0, b=1, h=2, s=64, d=16, block=16, m=4, n_c=2):
+    """q/k/v plus coarse keys: key tile ``t``'s ``m`` pooled keys/values, random entries per query tile."""
+    from hf_ext.kernels.block_sparse_attention import CoarseKeys
+
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = _qkv(b=b, h=h, s=s, d=d, seed=seed)
+    n = s // block
+    keys, values = (torch.randn(b, h, n * m, d, generator=g) for _ in range(2))
+    log_count = torch.full((n * m,), math.log(block // m))
+    log_count[1] = -math.inf  # an empty pooled key
+    c_lut = torch.randint(0, n, (b, h, n, n_c), generator=g)
+    c_lut[..., -1] = -1  # an unused entry
+    bias = torch.randn(b, h, n, n_c, generator=g)
+    return q, k, v, CoarseKeys(keys, values, log_count, c_lut, bias)
+
+
+def test_coarse_keys_join_the_softmax():
+    q, k, v, coarse = _coarse_case()
+    lut = torch.tensor([[0, 1], [1, 2], [2, -1], [3, 0]]).repeat(1, 2, 1, 1)
+    cnt = torch.tensor([2, 2, 1, 2]).repeat(1, 2, 1)
+    out, lse = block_sparse_attention(q, k, v, lut, cnt, 16, 0.25, coarse=coarse, backend="torch")
+    m = coarse.keys.shape[2] // 4
+    for h in range(2):
+        for qt in range(4):
+            kk, vv, bias = [], [], []
+            for j in range(int(cnt[0, h, qt])):
+                t = int(lut[0, h, qt, j])
+                kk.append(k[0, h, t * 16 : (t + 1) * 16])
+                vv.append(v[0, h, t * 16 : (t + 1) * 16])
+                bias.append(torch.zeros(16))
+            for e in range(coarse.lut.shape[-1]):
+                t = int(coarse.lut[0, h, qt, e])
+                if t < 0:
+                    continue
+                kk.append(coarse.keys[0, h, t * m : (t + 1) * m])
+                vv.append(coarse.values[0, h, t * m : (t + 1) * m])
+                bias.append(coarse.log_count[t * m : (t + 1) * m] + coarse.bias[0, h, qt, e])
+            logits = q[0, h, qt * 16 : (qt + 1) * 16] @ torch.cat(kk).T * 0.25 + torch.cat(bias)
+            torch.testing.assert_close(out[0, h, qt * 16 : (qt + 1) * 16], logits.softmax(-1) @ torch.cat(vv))
+            torch.testing.assert_close(lse[0, h, qt * 16 : (qt + 1) * 16], logits.logsumexp(-1))
+
+
+def test_coarse_keys_bad_inputs():
+    q, k, v, coarse = _coarse_case()
+    lut, cnt = _full_lut(1, 2, 4)
+    with pytest.raises(ValueError, match="`coarse.lut` ids must lie in"):
+        block_sparse_attention(q, k, v, lut, cnt, 16, 0.25, coarse=coarse._replace(lut=coarse.lut + 9))
+    with pytest.raises(ValueError, match="`coarse.bias` must be"):
+        block_sparse_attention(q, k, v, lut, cnt, 16, 0.25, coarse=coarse._replace(bias=coarse.bias[..., :1]))
+
+
+def test_gradient_reaches_the_coarse_bias():
+    q, k, v, coarse = _coarse_case()
+    bias = coarse.bias.clone().requires_grad_()
+    lut, cnt = torch.tensor([[0], [1], [2], [3]]).repeat(1, 2, 1, 1), torch.ones(1, 2, 4, dtype=torch.long)
+    out, _ = block_sparse_attention(
+        q, k, v, lut, cnt, 16, 0.25, coarse=coarse._replace(bias=bias), backend="torch"
+    )
+    out.sum().backward()
+    assert bias.grad is not None and bias.grad[..., 0].abs().sum() > 0 and (bias.grad[..., -1] == 0).all()
+
+
+@pytest.mark.triton_interpret
+@pytest.mark.skipif(not triton_installed(), reason="needs triton")
+@pytest.mark.parametrize("m", [4, 16])
+def test_triton_coarse_keys_match_reference(m):
+    if not interpret_mode():
+        pytest.skip("run with TRITON_INTERPRET=1 in a separate process")
+    q, k, v, coarse = _coarse_case(b=2, s=64, d=16, m=m, n_c=3)
+    lut = torch.tensor([[0, 1], [1, 2], [2, -1], [3, 0]]).repeat(2, 2, 1, 1)
+    cnt = torch.tensor([2, 2, 1, 2]).repeat(2, 2, 1)
+    kw = {"block": 16, "scale": 0.25, "coarse": coarse}
+    out, lse = block_sparse_attention(q, k, v, lut, cnt, backend="triton", **kw)
+    ref, ref_lse = block_sparse_attention(q, k, v, lut, cnt, backend="torch", **kw)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(lse, ref_lse, atol=1e-5, rtol=1e-5)
