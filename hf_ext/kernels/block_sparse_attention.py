@@ -260,9 +260,9 @@ def _reference_block_sparse_attention(
     """Exact fp32 reference with static shapes (no host reads, so ``torch.compile`` traces it whole).
 
     Every query tile attends to a fixed-width row of ``max_k`` gathered key tiles in one batched attention,
-    unused slots and padding keys masked by a ``-inf`` logit bias; the coarse keys are a second batched
-    attention over the gathered pooled keys, merged exactly by the LSE rule; the partial pairs are one-tile
-    rows of a third.
+    unused slots and padding keys masked by a ``-inf`` logit bias. The coarse keys join that same attention:
+    each query tile's pooled keys are packed into whole extra tiles appended to its row (one softmax, no
+    second pass or merge). The partial pairs are one-tile rows of a second batched attention.
     """
     b, h, s, d = q.shape
     n, max_k = lut.shape[2], lut.shape[3]
@@ -274,14 +274,10 @@ def _reference_block_sparse_attention(
     tile = torch.where(live, lut.long(), 0)
     keep = (live[..., None] & valid[tile]).flatten(0, 2).flatten(1)  # [R, max_k * block]
     ids = (tile + base).flatten(0, 2)
-    out, lse = _attend(qt, _gather(kt, ids, "k"), _gather(vt, ids, "v"), _bias(keep), scale)
+    bias = _bias(keep)
     if coarse is not None:
-        c_out, c_lse = _attend_coarse(qt, coarse, base, scale)
-        merged = torch.logaddexp(lse, c_lse)
-        inf = torch.isinf(merged)
-        w_e = torch.where(inf, 0.0, (lse - merged).exp())[..., None]
-        w_c = torch.where(inf, 0.0, (c_lse - merged).exp())[..., None]
-        out, lse = out * w_e + c_out * w_c, merged
+        kt, vt, ids, bias = _with_coarse_tiles(kt, vt, ids, bias, coarse, base)
+    out, lse = _attend(qt, _gather(kt, ids, "k"), _gather(vt, ids, "v"), bias, scale)
     parts = None
     if pairs is not None:
         ok = (pairs[..., 0] >= 0).flatten()
@@ -301,26 +297,50 @@ def _reference_block_sparse_attention(
     return out, lse.view(b, h, n * block)[:, :, :s], parts
 
 
-def _attend_coarse(
-    qt: torch.Tensor, coarse: CoarseKeys, base: torch.Tensor, scale: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The coarse-key part of every query tile: ``(out [R, block, D], lse [R, block])``."""
-    keys, values, log_count, c_lut, bias = coarse
-    b, h, n_km, d = keys.shape
-    n = base.shape[2] if base.dim() == 4 and base.shape[2] > 1 else c_lut.shape[2]
-    m = n_km // c_lut.shape[2]
+def _with_coarse_tiles(
+    kt: torch.Tensor,
+    vt: torch.Tensor,
+    ids: torch.Tensor,
+    bias: torch.Tensor,
+    coarse: CoarseKeys,
+    base: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Append every query tile's coarse keys to its LUT row as whole extra tiles.
+
+    The ``n_c`` entries of ``m`` pooled keys of each query tile are padded to ``n_v = ceil(n_c m / block)``
+    tiles (padding entries masked), stored after the ``N`` real tiles of ``kt``/``vt`` ``[N, block, D]``, and
+    their ids and logit biases (``log_count + bias``, ``-inf`` for unused entries) appended to ``ids``
+    ``[R, max_k]`` and ``bias`` ``[R, max_k * block]``.
+    """
+    keys, values, log_count, c_lut, c_bias = coarse
+    n_all, block, d = kt.shape
+    r, n_c = ids.shape[0], c_lut.shape[-1]
+    m = keys.shape[2] // c_lut.shape[2]
+    n_v = -(-n_c * m // block)
+    pad = n_v * block // m - n_c  # padding entries so the packed keys fill whole tiles
+    c_lut = torch.nn.functional.pad(c_lut.long(), (0, pad), value=-1)
+    c_bias = torch.nn.functional.pad(c_bias.float(), (0, pad))
     live = c_lut >= 0
-    tile = torch.where(live, c_lut.long(), 0)  # [B, H, n, n_c]
-    sub = (tile[..., None] * m + torch.arange(m, device=keys.device)).flatten(-2)  # [B, H, n, n_c * m]
-    logit_bias = torch.where(
-        live[..., None], log_count[sub.view(*tile.shape, m)] + bias[..., None], -math.inf
-    )
-    ids = (tile + base).flatten(0, 2)
-    kc = keys.to(torch.float32).reshape(b * h * n, m, d)
-    vc = values.to(torch.float32).reshape(b * h * n, m, d)
-    del n_km
-    return _attend(
-        qt, _gather(kc, ids, "kc"), _gather(vc, ids, "vc"), logit_bias.flatten(0, 2).flatten(1), scale
+    tile = torch.where(live, c_lut, 0)  # [B, H, n, n_c + pad]
+    sub = tile[..., None] * m + torch.arange(m, device=kt.device)  # [B, H, n, n_c + pad, m]
+    logit = torch.where(live[..., None], log_count[sub] + c_bias[..., None], -math.inf)
+    sel = (tile + base).flatten()
+    tables = []
+    for x, tiles, name in ((keys, kt, "kt"), (values, vt, "vt")):
+        src = x.to(torch.float32).reshape(n_all, m * d)
+        buf = _buffer(name, tiles.numel() + r * n_v * block * d, src)
+        if buf is None:
+            tables.append(torch.cat([tiles, src.index_select(0, sel).view(r * n_v, block, d)]))
+            continue
+        buf[: tiles.numel()].view(tiles.shape).copy_(tiles)
+        torch.index_select(src, 0, sel, out=buf[tiles.numel() :].view(-1, m * d))
+        tables.append(buf.view(-1, block, d))
+    extra = n_all + torch.arange(r * n_v, device=ids.device).view(r, n_v)
+    return (
+        tables[0],
+        tables[1],
+        torch.cat([ids, extra], 1),
+        torch.cat([bias, logit.reshape(r, n_v * block)], 1),
     )
 
 
@@ -333,26 +353,31 @@ _SCRATCH: dict[tuple[str, torch.device], torch.Tensor] = {}
 _SCRATCH_MAX = 1 << 26  # elements (256 MB of fp32) per buffer
 
 
-def _gather(x: torch.Tensor, sel: torch.Tensor, name: str) -> torch.Tensor:
-    """Tiles ``sel`` ``[R, c]`` of ``x`` ``[N, block, D]`` -> ``[R, c*block, D]``.
-
-    Without autograd and outside ``torch.compile`` the copy lands in a reused per-process buffer: fresh large
-    CPU allocations are page-faulted on every call and cost several times the copy itself.
-    """
-    r, c = sel.shape
-    shape = (r * c, x.shape[1] * x.shape[2])
-    numel = shape[0] * shape[1]
-    src = x.reshape(x.shape[0], -1)
-    reuse = not (torch.is_grad_enabled() and x.requires_grad) and not torch.compiler.is_compiling()
-    if not reuse or numel > _SCRATCH_MAX or x.device.type != "cpu":
-        return src.index_select(0, sel.flatten()).view(r, c * x.shape[1], x.shape[2])
-    key = (name, x.device)
+def _buffer(name: str, numel: int, like: torch.Tensor) -> torch.Tensor | None:
+    """A reused per-process fp32 CPU buffer of ``numel`` elements, or ``None`` where reuse is unsafe or
+    useless (autograd through ``like``, ``torch.compile``, off the CPU, above the size cap). Fresh large CPU
+    allocations are page-faulted on every call and cost several times the copy that fills them."""
+    reuse = not (torch.is_grad_enabled() and like.requires_grad) and not torch.compiler.is_compiling()
+    if not reuse or numel > _SCRATCH_MAX or like.device.type != "cpu":
+        return None
+    key = (name, like.device)
     buf = _SCRATCH.get(key)
     if buf is None or buf.numel() < numel:
-        buf = _SCRATCH[key] = torch.empty(numel, dtype=torch.float32, device=x.device)
-    dst = buf[:numel].view(shape)
-    torch.index_select(src, 0, sel.flatten(), out=dst)
-    return dst.view(r, c * x.shape[1], x.shape[2])
+        buf = _SCRATCH[key] = torch.empty(numel, dtype=torch.float32, device=like.device)
+    return buf[:numel]
+
+
+def _gather(x: torch.Tensor, sel: torch.Tensor, name: str) -> torch.Tensor:
+    """Tiles ``sel`` ``[R, c]`` of ``x`` ``[N, block, D]`` -> ``[R, c*block, D]`` (into a reused buffer when
+    :func:`_buffer` allows)."""
+    r, c = sel.shape
+    shape = (r * c, x.shape[1] * x.shape[2])
+    src = x.reshape(x.shape[0], -1)
+    buf = _buffer(name, shape[0] * shape[1], x)
+    if buf is None:
+        return src.index_select(0, sel.flatten()).view(r, c * x.shape[1], x.shape[2])
+    torch.index_select(src, 0, sel.flatten(), out=buf.view(shape))
+    return buf.view(r, c * x.shape[1], x.shape[2])
 
 
 def _attend(
