@@ -237,6 +237,46 @@ def test_wan22_pair_shares_the_step_index_and_calibrates_each_transformer():
     torch.testing.assert_close(run(), ref, rtol=0, atol=0)
 
 
+def test_apply_to_a_pipeline_patches_every_transformer(tmp_path):
+    from diffusers import WanPipeline
+
+    from hf_ext.diffusers import apply_echo_attention, calibrate_echo
+    from hf_ext.diffusers.echo_attention.handle import EchoPipelineHandle
+    from hf_ext.testing import tiny_wan_pipeline
+
+    one = tiny_wan_pipeline()
+    small = {"attention_head_dim": 12, "text_dim": 16, "freq_dim": 16, "ffn_dim": 32, "rope_max_seq_len": 32}
+    parts = {k: getattr(one, k) for k in ("tokenizer", "text_encoder", "vae", "scheduler", "transformer")}
+    pipe = WanPipeline(**parts, transformer_2=tiny_wan_transformer(1, **small), boundary_ratio=0.95)
+    pipe.set_progress_bar_config(disable=True)
+    kw = {"height": 16, "width": 16, "num_frames": 9, "guidance_scale": 1.0, "max_sequence_length": 16}
+
+    def run():
+        gen = torch.Generator().manual_seed(0)
+        return pipe("a cat", num_inference_steps=2, output_type="latent", generator=gen, **kw).frames
+
+    ref = run()
+    stock = {n: dict(getattr(pipe, n).attn_processors) for n in ("transformer", "transformer_2")}
+    handle = apply_echo_attention(pipe, _cfg(dense_first_steps=1))
+    assert isinstance(handle, EchoPipelineHandle) and set(handle.handles) == {"transformer", "transformer_2"}
+    first, second = handle.handles["transformer"], handle.handles["transformer_2"]
+    assert second.context is first.context
+    for name in ("transformer", "transformer_2"):
+        procs = getattr(pipe, name).attn_processors
+        assert type(procs["blocks.0.attn1.processor"]).__name__ == "EchoWanAttnProcessor"
+        assert procs["blocks.0.attn2.processor"] is stock[name]["blocks.0.attn2.processor"]
+    reports = calibrate_echo(handle, pipe, prompts=["a red car"], num_inference_steps=4, stages=(1,), **kw)
+    assert set(reports) == {"transformer", "transformer_2"}
+    out = run()
+    assert torch.isfinite(out).all()
+    handle.save_pretrained(tmp_path)
+    handle.remove()
+    torch.testing.assert_close(run(), ref, rtol=0, atol=0)
+    reloaded = apply_echo_attention(pipe, calibration=tmp_path)
+    torch.testing.assert_close(run(), out, rtol=0, atol=0)
+    reloaded.remove()
+
+
 @pytest.mark.parametrize(
     ("kw", "match"),
     [
