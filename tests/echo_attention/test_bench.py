@@ -59,3 +59,15 @@ def test_small_run_reports_every_arm_and_verdict():
     )
     assert abs(echo["flop_ratio"] - sparse["flop_ratio"]) <= 0.02 * echo["flop_ratio"]
     assert all(torch.isfinite(torch.tensor(r["rel_err"])) for r in rows_a + rows_b)
+
+
+def test_gpu_script_smoke_run_writes_its_report(tmp_path):
+    from hf_ext.diffusers.echo_attention._bench_gpu import main
+
+    rows = main(["--smoke", "--out", str(tmp_path)])
+    arms = {r["arm"] for r in rows}
+    assert {"K5 sparse (kernel)", "K5 + pooled keys (kernel)", "K6 echo_merge"} <= arms
+    assert all(r["ms"] > 0 for r in rows if "ms" in r)
+    checks = [r for r in rows if "max_abs_out" in r]
+    assert checks and all(r["max_abs_out"] < 1e-5 and r["max_abs_lse"] < 1e-5 for r in checks)
+    assert (tmp_path / "echo_gpu.json").is_file() and "| smoke" in (tmp_path / "echo_gpu.md").read_text()
