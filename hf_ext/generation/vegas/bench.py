@@ -78,7 +78,7 @@ def _compare(ref: torch.Tensor, seq: torch.Tensor, n: int) -> dict[str, Any]:
 
 
 def _decode(lm: Any, prompt: torch.Tensor, cache: Any, new: int, **kw: Any) -> tuple[Any, float]:
-    with torch.no_grad(), Timer() as t:
+    with torch.no_grad(), Timer(prompt.device) as t:
         out = lm.generate(
             prompt, cache=cache, max_new_tokens=new, do_sample=False, return_dict_in_generate=True, **kw
         )
@@ -147,16 +147,22 @@ def _setting(
 
 
 def _grid(
-    contexts: tuple[int, ...], batches: tuple[int, ...], arms: tuple[str, ...], new: int, gamma: int
+    contexts: tuple[int, ...],
+    batches: tuple[int, ...],
+    arms: tuple[str, ...],
+    new: int,
+    gamma: int,
+    device: str = "cpu",
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from hf_ext.generation.vegas._bench_lm import byte_llama
     from hf_ext.generation.vegas.cache import InPlaceCache
 
     lm, recipe = byte_llama()
+    lm.to(device)
     rows = []
     for n in contexts:
-        prompt = prompts(n, max(batches))
-        base = InPlaceCache(lm.config, max(batches), n + new + gamma + 2)
+        prompt = prompts(n, max(batches)).to(device)
+        base = InPlaceCache(lm.config, max(batches), n + new + gamma + 2, device=device)
         with torch.no_grad():
             lm(prompt[:, :-1], cache=base, use_cache=True, logits_to_keep=1)
         for b in sorted(batches):
@@ -374,11 +380,11 @@ def _params(config: Any) -> int:
 
 
 def _run(contexts: tuple[int, ...], batches: tuple[int, ...], arms: tuple[str, ...], new: int, gamma: int,
-         quick: bool) -> BenchReport:  # fmt: skip
+         quick: bool, device: str = "cpu") -> BenchReport:  # fmt: skip
     from hf_ext.generation.vegas._bench_lm import byte_llama
 
     with pinned_threads(THREADS):
-        rows, recipe = _grid(contexts, batches, arms, new, gamma)
+        rows, recipe = _grid(contexts, batches, arms, new, gamma, device)
     for r in rows:
         r["new"] = new
     lm_config = byte_llama()[0].config
@@ -398,3 +404,26 @@ def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
 def tour(*, quick: bool = True, seed: int = 0) -> BenchReport:
     """A short taste: N = 2048 x batch 8, plain greedy vs Vegas, 12 new tokens."""
     return _run((2048,), (8,), ("vegas",), 12, 6, True)
+
+
+def paper_regime(device: str = "cuda", context: int = 32768, batch: int = 64, new: int = 64) -> BenchReport:
+    """The paper's regime on an accelerator: one long context at a large batch, plain vs the sparse drafts
+    (fp32 weights, the Triton kernels through ``backend="auto"``). ``python -m hf_ext.generation.vegas.bench
+    --device cuda --context 32768 --batch 64`` runs it and prints the table."""
+    return _run((context,), (batch,), SPARSE, new, 6, False, device)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    from hf_ext.benchmarking import format_table
+
+    parser = argparse.ArgumentParser(description=paper_regime.__doc__)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--context", type=int, default=32768)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--new", type=int, default=64)
+    args = parser.parse_args()
+    report = paper_regime(args.device, args.context, args.batch, args.new)
+    print(format_table(report.rows))
+    print("\n".join(report.notes))
