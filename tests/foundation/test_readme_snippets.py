@@ -21,7 +21,16 @@ def readme_snippets() -> list[tuple[str, str]]:
 
 def test_every_snippet_is_found():
     labels = [label for label, _ in readme_snippets()]
-    assert labels == ["TRL", "PEFT", "transformers", "diffusers", "timm", "torchmetrics", "scikit-learn", "PettingZoo"]
+    assert labels == [
+        "TRL",
+        "PEFT",
+        "transformers",
+        "diffusers",
+        "timm",
+        "torchmetrics",
+        "scikit-learn",
+        "PettingZoo",
+    ]
 
 
 @pytest.mark.parametrize(("label", "code"), readme_snippets(), ids=[label for label, _ in readme_snippets()])
