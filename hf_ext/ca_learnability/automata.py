@@ -228,7 +228,7 @@ def _lookup(windows: Any, table: np.ndarray, valid: bool, boundary: str) -> Any:
         return table.astype(x.dtype)[index]  # keep the wide dtype: the next step shifts by up to 8 bits
     import torch
 
-    return torch.as_tensor(table, device=index.device).to(x.dtype)[index.long()]
+    return torch.tensor(table, device=index.device).to(x.dtype)[index.long()]
 
 
 def ca_step(grid: Any, rule: CARule | Any, *, steps: int = 1, boundary: str = "wrap") -> Any:

@@ -117,7 +117,8 @@ def learnability_study(
     Example:
         >>> from hf_ext.ca_learnability import sample_rules
         >>> rows = learnability_study(sample_rules(2), ["cnn"], n_train=2, n_test=2, train_steps=2)
-        >>> len(rows), rows[0]["rule"], round(rows[0]["as"], 4)
+        >>> first = rows[0]
+        >>> len(rows), first["rule"], round(first["as"], 4)
         (2, 'B3/S23', 3.1719)
     """
     items: list[Any] = check_sequence("rules", list(rules), min_length=1)

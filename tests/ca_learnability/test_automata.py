@@ -46,7 +46,7 @@ def test_blinker_and_glider() -> None:
     g[2, 1:4] = 1
     assert ca_step(g, LIFE)[1:4, 2].tolist() == [1, 1, 1] and ca_step(g, LIFE).sum() == 3
     assert (ca_step(g, LIFE, steps=2) == g).all()
-    glider = np.zeros((8, 8), np.uint8)
+    glider = np.zeros((10, 10), np.uint8)
     glider[0, 1] = glider[1, 2] = glider[2, 0] = glider[2, 1] = glider[2, 2] = 1
     assert (ca_step(glider, LIFE, steps=4) == np.roll(glider, (1, 1), axis=(0, 1))).all()
 

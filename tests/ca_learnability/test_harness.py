@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from hf_ext.benchmarking import pinned_threads
 from hf_ext.ca_learnability.automata import life_like_rule, sample_rules
 from hf_ext.ca_learnability.config import LearnabilityConfig
 from hf_ext.ca_learnability.harness import learnability_study, train_and_evaluate
@@ -53,7 +54,8 @@ def test_circular_padding_is_translation_equivariant() -> None:
 
 def test_end_to_end_three_rules() -> None:
     rules = sample_rules(3, seed=0)
-    rows = learnability_study(rules, ["cnn", "mlp_patch"], n_train=4, n_test=8, train_steps=20, seed=0)
+    with pinned_threads(1):
+        rows = learnability_study(rules, ["cnn", "mlp_patch"], n_train=4, n_test=8, train_steps=20, seed=0)
     assert len(rows) == 6 and [r["arch"] for r in rows[:2]] == ["cnn", "mlp_patch"]
     for r in rows:
         assert 0 <= r["error"] <= 1 and 0 < r["majority_error"] < 0.6
@@ -65,7 +67,8 @@ def test_end_to_end_three_rules() -> None:
 
 
 def test_cnn_learns_life() -> None:
-    out = train_and_evaluate(LIFE, "cnn", n_train=24, n_test=16, train_steps=200)
+    with pinned_threads(1):
+        out = train_and_evaluate(LIFE, "cnn", n_train=24, n_test=16, train_steps=200)
     assert out["normalized_error"] < 0.3  # well below the majority baseline
 
 
