@@ -36,14 +36,17 @@ METHOD = MethodInfo(
         "  note={title and authors not confirmed; hf-ext ships a reconstruction}\n}"
     ),
     reconstructed=(
-        "the whole algorithm: tiles, pooled estimate, budget split, echo synthesis and its linear "
-        "calibration",
-        "stage-1 regression over all group members within max_echo_distance, weighted by attention mass",
+        "the whole algorithm: tiles, pooled estimate, budget split, echo synthesis and its calibration",
+        "pooled echo (default): the next-ranked skipped tiles synthesised from their pooled keys/values in "
+        "the exact tiles' softmax, log-mass correction per frame offset; band echo (representative + linear "
+        "map per frame offset) as a variant",
+        "stage 1: pooled-echo log-mass gap weighted by estimated mass; band-echo regression over all group "
+        "members within max_echo_distance, weighted by attention mass",
         "static (Lagrangian knapsack) and learned (Gumbel-softmax) routers",
         "joint text-video attention (CogVideoX): text rows/columns dense, text-key partial merged exactly "
-        "by LSE, "
-        "stage-2 errors measured on the joint output",
-        "every default: block_size 64, budget 0.25, echo_share 0.25, max_echo_distance 4, dense schedule",
+        "by LSE, stage-2 errors measured on the joint output",
+        "every default: block_size 64, budget 0.25, echo_share 0.1, echo_pool 8, max_echo_distance 4, "
+        "dense schedule",
     ),
     note=(
         "EchoAttention (reconstructed; not verified against the paper). The 2.42x headline is not reproduced."
