@@ -150,10 +150,17 @@ def ert_test(
     measures it); the test spends half of the rows on fitting instead.
 
     Args:
-        features, covered, alpha, target_coverage, classifier, y, prediction_sets, intervals, alpha_index: As
-            :func:`excess_risk_target_coverage`.
+        features: Features X of shape ``(n, d)``, as :func:`excess_risk_target_coverage`.
+        covered: Coverage indicator ``(n,)``, or ``y`` with ``prediction_sets`` / ``intervals``.
+        alpha: Miscoverage level in (0, 1); the target coverage is ``1 - alpha``.
+        target_coverage: Optional per-sample target tau, scalar or ``(n,)`` in (0, 1); overrides ``alpha``.
+        classifier: ``"hgb"``, ``"covmetrics"`` or any scikit-learn classifier.
         test_size: Fraction of the rows held out for the test, in (0, 1).
         random_state: Seed of the split and of the default classifier.
+        y: Labels, with ``prediction_sets`` or ``intervals``, instead of ``covered``.
+        prediction_sets: Boolean set masks or MAPIE ``y_pss``.
+        intervals: ``(n, 2)`` intervals or MAPIE ``y_pis``.
+        alpha_index: Which confidence level of a MAPIE array to use.
 
     Returns:
         ``HeldOutTest(statistic, p_value, n, n_above, n_below)``: the held-out ERT-L1, its one-sided p-value,
