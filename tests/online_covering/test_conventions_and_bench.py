@@ -91,10 +91,23 @@ def test_reduced_sweep_over_all_problems_is_fast():
     report = bench._sweep(problems, quick=True, seed=0)
     seconds = time.perf_counter() - start
     assert seconds < 10, seconds
-    systems = {(r["problem"], r["system"], r["frac"]) for r in report.rows}
-    assert len(systems) == len(report.rows) == 5 * (4 * 6 + 1)
-    lazy0 = [r for r in report.rows if r["system"] == "lazy" and r["frac"] == 0.0 and r["opt"] != "vs MST"]
+    sweep = [r for r in report.rows if r["table"] == "sweep"]
+    claim = [r for r in report.rows if r["table"] == "claim"]
+    assert len({(r["problem"], r["system"], r["frac"]) for r in sweep}) == len(sweep) == 5 * (4 * 6 + 1)
+    assert len({(r["problem"], r["system"]) for r in claim}) == len(claim) == 4 * 6 + 1
+    lazy0 = [r for r in sweep if r["system"] == "lazy" and r["frac"] == 0.0 and r["opt"] != "vs MST"]
     assert all(abs(r["cost_over_opt"] - 1.0) < 1e-6 for r in lazy0)
-    assert report.headline.best_baseline_system == "plain"
+    for row in sweep:  # every cell is compared with the best baseline of that same cell
+        same = [r for r in sweep if (r["problem"], r["frac"]) == (row["problem"], row["frac"])]
+        best = min((r for r in same if r["is_baseline"]), key=lambda r: r["cost_over_opt"])
+        assert row["best_baseline"] == best["system"]
+        assert row["vs_best_baseline"] == pytest.approx(row["cost_over_opt"] / best["cost_over_opt"])
+    for row in claim:
+        key = (row["problem"], row["system"])
+        cells = [r["cost_over_opt"] for r in sweep if (r["problem"], r["system"]) == key]
+        assert row["robustness"] == max(cells) and row["consistency"] == cells[0]
+    set_cover = [r for r in claim if r["problem"] == "set_cover"]
+    assert report.headline.method == next(r["robustness"] for r in set_cover if r["system"] == "lazy")
+    assert report.headline.best_baseline == min(r["robustness"] for r in set_cover if r["is_baseline"])
     assert any(n.startswith("Consistency") for n in report.notes)
     assert np.isfinite(report.headline.method)
