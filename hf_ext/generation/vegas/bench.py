@@ -393,12 +393,12 @@ def _run(contexts: tuple[int, ...], batches: tuple[int, ...], arms: tuple[str, .
 
 
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
-    """Run the benchmark (module docstring). Full: N in {4096, 16384} x batch {1, 8}, every arm, 32 new
+    """Run the benchmark (module docstring). Full: N in {4096, 16384, 32768} x batch {1, 8}, every arm, 32 new
     tokens; quick: N = 4096 x batch {1, 8}, plain vs Vegas vs sink+window, 16 new tokens. ``seed`` is unused:
     greedy decoding of fixed prompts is deterministic."""
     if quick:
         return _run((4096,), (1, 8), ("vegas", "sink+window"), 16, 6, True)
-    return _run((4096, 16384), (1, 8), tuple(SELECTORS), 32, 6, False)
+    return _run((4096, 16384, 32768), (1, 8), tuple(SELECTORS), 32, 6, False)
 
 
 def tour(*, quick: bool = True, seed: int = 0) -> BenchReport:
