@@ -88,8 +88,6 @@ def _is_lazy_init(path: Path) -> bool:
 
 
 IDS = sorted(methods())
-# Removed once every method folder has the house shape; until then run with --runxfail to see what is left.
-pytestmark = pytest.mark.xfail(reason="house-style pass in progress", strict=False)
 
 
 @pytest.mark.parametrize("method_id", IDS)

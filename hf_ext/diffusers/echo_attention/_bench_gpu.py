@@ -1,5 +1,5 @@
-"""The device check of EchoAttention's kernels: K5 (``block_sparse_attention``, with pooled keys and with
-representative partials) and K6 (``echo_merge``) against SDPA (flash) at S = 16k-75k tokens.
+"""The device check of EchoAttention's kernels: ``block_sparse_attention`` (plain, with pooled keys and with
+representative partials) and ``echo_merge`` against SDPA (flash) at S = 16k-75k tokens.
 
 Benchmark-only code (EchoAttention, reconstructed; not verified against the paper). One short run for a lent
 GPU, under 5 minutes; it changes no device setting::
@@ -9,9 +9,10 @@ GPU, under 5 minutes; it changes no device setting::
 
 Steps: (1) correctness of the Triton kernels in bf16 against the fp32 PyTorch reference (max abs difference
 of output and LSE) at the smallest shape; (2) times (``triton.testing.do_bench`` medians) of dense SDPA with
-the flash backend and the default one, of K5 at budgets 1, 0.25 and 0.125 (the LUT built beforehand: kernel
-time only; budget 1 measures the LUT overhead), of K5 with the pooled echo's keys, of K5 with the band echo's
-partials plus K6, and of the whole operator (estimate, planner and kernel) in sparse and pooled-echo mode.
+the flash backend and the default one, of ``block_sparse_attention`` at budgets 1, 0.25 and 0.125 (the LUT
+built beforehand: kernel time only; budget 1 measures the LUT overhead), of it with the pooled echo's keys
+and with the band echo's partials plus ``echo_merge``, and of the whole operator (estimate, planner and
+kernel) in sparse and pooled-echo mode.
 Results go to ``DIR/echo_gpu.json`` and ``DIR/echo_gpu.md``.
 """
 
@@ -21,7 +22,6 @@ import argparse
 import json
 import logging
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from hf_ext.benchmarking import Timer
 from hf_ext.diffusers.echo_attention.allocation import allocate, plan_tiles, tile_counts
 from hf_ext.diffusers.echo_attention.core import (
     identity_theta,
@@ -65,9 +66,9 @@ def _timer(device: torch.device) -> Callable[[Callable[[], Any]], float]:
         fn()
         times = []
         for _ in range(5):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
+            with Timer(device) as t:
+                fn()
+            times.append(t.seconds)
         return 1e3 * statistics.median(times)
 
     return cpu
@@ -144,7 +145,7 @@ def run_shape(
         row("SDPA (flash)", 1.0, timer(_sdpa(qu, ku, vu, flash=True)), 1.0)
     row("SDPA (default)", 1.0, timer(_sdpa(qu, ku, vu, flash=False)), 1.0)
 
-    def k5(alloc: Any, coarse: CoarseKeys | None = None, pairs: torch.Tensor | None = None) -> Any:
+    def sparse_call(alloc: Any, coarse: CoarseKeys | None = None, pairs: torch.Tensor | None = None) -> Any:
         lut, cnt = (x.view(1, heads, *x.shape[1:]) for x in (alloc.lut, alloc.lut_count))
         return lambda: block_sparse_attention(
             q,
@@ -165,25 +166,28 @@ def run_shape(
         if device.type != "cuda" and budget == 1.0:
             continue  # the CPU reference gathers every tile: no kernel figure to compare
         alloc = _plans(q, k, layout, budget, echo=False)
-        row("K5 sparse (kernel)", budget, timer(k5(alloc)), float(alloc.flops.mean()))
+        row("sparse (kernel)", budget, timer(sparse_call(alloc)), float(alloc.flops.mean()))
         if check and budget == 0.25:
-            rows += _check(k5(alloc), q, k, v, alloc, layout, heads, scale, valid, name, "K5 sparse")
+            rows += _check(sparse_call(alloc), q, k, v, alloc, layout, heads, scale, valid, name, "sparse")
     alloc = _plans(q, k, layout, 0.25, echo=True)
     coarse = _coarse(k, v, layout, alloc)
-    row("K5 + pooled keys (kernel)", 0.25, timer(k5(alloc, coarse)), float(alloc.flops.mean()))
+    row("sparse + pooled keys (kernel)", 0.25, timer(sparse_call(alloc, coarse)), float(alloc.flops.mean()))
     if check:
-        rows += _check(k5(alloc, coarse), q, k, v, alloc, layout, heads, scale, valid, name, "K5 + pooled")
+        rows += _check(
+            sparse_call(alloc, coarse), q, k, v, alloc, layout, heads, scale, valid, name, "sparse + pooled"
+        )
     fx, fe = split_budget([0.25] * heads, [True] * heads, BAND_SHARE)
     p_hat = tile_mass(q, k, layout).flatten(0, 1)
     band = allocate(p_hat, layout, d, torch.tensor(fx, device=device), torch.tensor(fe, device=device), 4)
     assert band.pairs is not None and band.indptr is not None and band.entries is not None
     pairs = band.pairs.view(1, heads, *band.pairs.shape[1:])
-    res = k5(band, pairs=pairs)()
-    row("K5 + band partials (kernel)", 0.25, timer(k5(band, pairs=pairs)), float(band.flops.mean()))
+    res = sparse_call(band, pairs=pairs)()
+    band_time = timer(sparse_call(band, pairs=pairs))
+    row("sparse + band partials (kernel)", 0.25, band_time, float(band.flops.mean()))
     csr = (band.indptr.view(1, heads, -1), band.entries.view(1, heads, *band.entries.shape[1:]))
     theta = identity_theta(heads, layout, d, device)
     row(
-        "K6 echo_merge",
+        "echo_merge",
         0.25,
         timer(lambda: echo_merge(res[0], res[1], res[2][0], res[2][1], csr, theta, backend=backend)),
     )
