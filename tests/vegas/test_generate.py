@@ -62,7 +62,9 @@ def test_every_selector_is_token_identical_to_greedy(arch):
 @pytest.mark.parametrize("arch", ["llama", pytest.param("gemma3", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("selector", ["vegas", "quest"])
 def test_batch_rows_equal_the_same_prompts_decoded_alone(arch, selector):
-    lm = _model(arch)
+    # float64: batched and single-row kernels reduce in different orders, and a float32 near-tie in a
+    # random tiny model can flip one greedy token between them (the order is not Vegas's to fix)
+    lm = _model(arch).double()
     ids = torch.cat([_prompt(seed=s) for s in range(3)])
     out = _vegas(lm, ids, _cfg(selector))
     assert torch.equal(out.sequences, lm.generate(ids, max_new_tokens=24, do_sample=False))
