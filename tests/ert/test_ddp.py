@@ -8,7 +8,7 @@ import pytest
 
 from hf_ext.testing import requires
 
-pytestmark = [requires("metrics", "sklearn"), pytest.mark.slow]
+pytestmark = [requires("metrics", "sklearn"), pytest.mark.slow, pytest.mark.distributed]
 
 
 def _data():
