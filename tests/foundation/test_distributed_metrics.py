@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -128,35 +127,15 @@ def _values(rows: slice) -> dict[str, dict[str, float]]:
     return out
 
 
-def _worker(rank: int, port: int, out: Any) -> None:
-    import os
-
-    import torch.distributed as dist
-
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=2)
-    try:
-        out.put((rank, _values(slice(0, SPLIT) if rank == 0 else slice(SPLIT, N))))
-    finally:
-        dist.destroy_process_group()
+def _rank_values(rank: int) -> dict[str, dict[str, float]]:
+    return _values(slice(0, SPLIT) if rank == 0 else slice(SPLIT, N))
 
 
 @pytest.fixture(scope="module")
 def per_rank() -> dict[int, dict[str, dict[str, float]]]:
-    import torch.multiprocessing as mp
+    from hf_ext.testing.distributed import run_on_processes
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(rank, port, out)) for rank in range(2)]
-    for p in procs:
-        p.start()
-    results = dict(out.get(timeout=300) for _ in procs)
-    for p in procs:
-        p.join(timeout=60)
-    return results
+    return run_on_processes(_rank_values)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ ranks by TRL) and every trainable weight after the run.
 from __future__ import annotations
 
 import copy
-import socket
+import os
 from typing import Any
 
 import pytest
@@ -38,20 +38,12 @@ def _camp_rows() -> list[dict[str, Any]]:
     return rows
 
 
-def _train_camp(output_dir: str, per_device: int) -> tuple[list[float], dict[str, Any]]:
-    from datasets import Dataset
-
-    from hf_ext import CAMPConfig, CAMPTrainer
-    from hf_ext.testing import tiny_llama, word_tokenizer
-
-    tok = word_tokenizer()
-    model = tiny_llama(vocab_size=len(tok), hidden_size=32, intermediate_size=64)
-    args = CAMPConfig(
+def _training_args(output_dir: str, per_device: int) -> dict[str, Any]:
+    return dict(
         output_dir=output_dir,
         max_steps=STEPS,
         per_device_train_batch_size=per_device,
         learning_rate=1e-2,
-        bf16=False,
         use_cpu=True,
         report_to=[],
         save_strategy="no",
@@ -60,6 +52,17 @@ def _train_camp(output_dir: str, per_device: int) -> tuple[list[float], dict[str
         seed=0,
         dataloader_num_workers=0,
     )
+
+
+def _train_camp(output_dir: str, per_device: int) -> tuple[list[float], dict[str, Any]]:
+    from datasets import Dataset
+
+    from hf_ext import CAMPConfig, CAMPTrainer
+    from hf_ext.testing import tiny_llama, word_tokenizer
+
+    tok = word_tokenizer()
+    model = tiny_llama(vocab_size=len(tok), hidden_size=32, intermediate_size=64)
+    args = CAMPConfig(**_training_args(output_dir, per_device), bf16=False)
     trainer = CAMPTrainer(
         model=model,
         ref_model=copy.deepcopy(model),
@@ -88,19 +91,7 @@ def _train_keystone(output_dir: str, per_device: int) -> tuple[list[float], dict
     peft_model = get_peft_model(model, config)
     texts = [f"the capital city of {w} is {w}" for w in "rome paris rome paris".split()] * 6
     data = Dataset.from_dict({"input_ids": [tok(t)["input_ids"] for t in texts]})
-    args = TrainingArguments(
-        output_dir=output_dir,
-        max_steps=STEPS,
-        per_device_train_batch_size=per_device,
-        learning_rate=1e-2,
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        logging_steps=1,
-        disable_tqdm=True,
-        seed=0,
-        dataloader_num_workers=0,
-    )
+    args = TrainingArguments(**_training_args(output_dir, per_device))
     torch.manual_seed(0)
     trainer = Trainer(
         model=peft_model,
@@ -131,45 +122,13 @@ TRAINERS = {
 }
 
 
-def _worker(rank: int, port: int, name: str, output_dir: str, out: Any) -> None:
-    import os
+def _train_on_rank(rank: int, name: str, output_dir: str) -> tuple[list[float], dict[str, Any]]:
+    os.environ.update(ACCELERATE_USE_CPU="true", HF_HUB_OFFLINE="1")
+    result = TRAINERS[name][1](output_dir, per_device=2)
+    from accelerate import PartialState
 
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        WORLD_SIZE="2",
-        LOCAL_WORLD_SIZE="2",
-        ACCELERATE_USE_CPU="true",
-        HF_HUB_OFFLINE="1",
-    )
-    try:
-        result = TRAINERS[name][1](output_dir, per_device=2)
-        from accelerate import PartialState
-
-        assert PartialState().num_processes == 2, "the trainer did not join the process group"
-        out.put((rank, result))
-    except BaseException as exc:  # the parent reports the rank's error instead of timing out
-        out.put((rank, repr(exc)))
-        raise
-
-
-def _two_processes(name: str, output_dir: str) -> dict[int, Any]:
-    import torch.multiprocessing as mp
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(rank, port, name, output_dir, out)) for rank in range(2)]
-    for p in procs:
-        p.start()
-    results = dict(out.get(timeout=300) for _ in procs)
-    for p in procs:
-        p.join(timeout=60)
-    return results
+    assert PartialState().num_processes == 2, "the trainer did not join the process group"
+    return result
 
 
 @pytest.mark.parametrize(
@@ -179,9 +138,9 @@ def test_two_processes_equal_one_at_the_same_global_batch(name, tmp_path):
     import numpy as np
 
     train = TRAINERS[name][1]
-    ranks = _two_processes(name, str(tmp_path / "ddp"))
-    for rank, result in ranks.items():
-        assert not isinstance(result, str), f"rank {rank} failed: {result}"
+    from hf_ext.testing.distributed import run_on_processes
+
+    ranks = run_on_processes(_train_on_rank, name, str(tmp_path / "ddp"), init_group=False)
     losses, weights = train(str(tmp_path / "single"), per_device=4)
     for rank in (0, 1):
         rank_losses, rank_weights = ranks[rank]
