@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from hf_ext.testing import requires
@@ -33,33 +31,14 @@ def _values(rank_slice):
     return float(ert.compute()["kl"]), float(wsc.compute())
 
 
-def _worker(rank: int, world: int, port: int, out) -> None:
-    import os
-
-    import torch.distributed as dist
-
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        out.put((rank, _values(slice(0, 180) if rank == 0 else slice(180, 500))))
-    finally:
-        dist.destroy_process_group()
+def _rank_values(rank: int) -> tuple[float, float]:
+    return _values(slice(0, 180) if rank == 0 else slice(180, 500))
 
 
 def test_two_process_gloo_matches_single_process():
-    import torch.multiprocessing as mp
+    from hf_ext.testing.distributed import run_on_processes
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, 2, port, out)) for r in range(2)]
-    for p in procs:
-        p.start()
-    results = dict(out.get(timeout=300) for _ in procs)
-    for p in procs:
-        p.join(timeout=60)
+    results = run_on_processes(_rank_values)
     ref = _values(slice(0, 500))
     assert results[0] == pytest.approx(ref, abs=1e-12)
     assert results[1] == pytest.approx(ref, abs=1e-12)
