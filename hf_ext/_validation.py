@@ -116,6 +116,23 @@ def check_choice(name: str, value: Any, choices: Collection[T], *, hint: str = "
     raise _fail(ValueError, name, need, value, hint)
 
 
+def check_n_jobs(name: str, value: Any, *, hint: str = "") -> int | None:
+    """joblib's ``n_jobs``: ``None`` (one job unless a ``joblib.parallel_config`` says otherwise) or a
+    nonzero int (``-1`` = every core).
+
+    >>> check_n_jobs("n_jobs", -1)
+    -1
+    """
+    if value is None:
+        return None
+    need = "None or a nonzero int (-1 = all cores)"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise _fail(TypeError, name, need, value, hint)
+    if int(value) == 0:
+        raise _fail(ValueError, name, need, value, hint)
+    return int(value)
+
+
 def check_power_of_two(name: str, value: Any, *, low: int = 1, hint: str = "") -> int:
     """An int that is a power of two and ``>= low``."""
     need = f"a power of two >= {low}" if low > 1 else "a power of two"

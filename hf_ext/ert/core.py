@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from hf_ext._validation import check_choice, check_int
+from hf_ext._validation import check_choice, check_int, check_n_jobs
 from hf_ext.ert.inputs import shuffled_order
 
 LOSSES = ("l1", "l2", "kl")
@@ -123,11 +123,14 @@ def cross_fit_predictions(
     classifier: Any = "hgb",
     n_splits: int = 5,
     random_state: int = 42,
+    n_jobs: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Out-of-fold coverage predictions with ``KFold(n_splits, shuffle=True, random_state)`` [paper].
 
     A fresh classifier (see :func:`hf_ext.ert.classifiers.make_classifier`) is fitted on each training part
-    and predicts the held-out part. A training part holding a single class predicts its constant rate.
+    and predicts the held-out part. A training part holding a single class predicts its constant rate. The
+    folds are fitted through joblib, so a ``joblib.parallel_config(backend=...)`` (Dask, Ray) spreads them
+    out; every fold is seeded alike, so the result does not depend on ``n_jobs``.
 
     Args:
         features: ``(n, d)`` float64.
@@ -135,16 +138,18 @@ def cross_fit_predictions(
         classifier: ``"hgb"``, ``"covmetrics"`` or a scikit-learn classifier (cloned per fold).
         n_splits: Number of folds, ``2 <= n_splits <= n``.
         random_state: Seed of the fold shuffle and of the default classifier.
+        n_jobs: Folds fitted at once (joblib's ``n_jobs``; ``None`` is one unless a joblib context says
+            otherwise, ``-1`` every core).
 
     Returns:
         ``(h, fold_id)``: predictions and fold index, both of shape ``(n,)``.
     """
     from sklearn.model_selection import KFold
-
-    from hf_ext.ert.classifiers import make_classifier
+    from sklearn.utils.parallel import Parallel, delayed
 
     n = covered.shape[0]
     check_int("n_splits", n_splits, low=2, high=n)
+    check_n_jobs("n_jobs", n_jobs)
     if n / n_splits < MIN_PER_FOLD:
         warnings.warn(
             f"only {n // n_splits} samples per held-out fold (n={n}, n_splits={n_splits}); ERT estimates "
@@ -154,18 +159,33 @@ def cross_fit_predictions(
         )
     h = np.empty(n)
     fold_id = np.empty(n, dtype=np.int64)
-    labels = covered.astype(np.int64)
-    for f, (tr, te) in enumerate(
-        KFold(n_splits=n_splits, shuffle=True, random_state=random_state).split(features)
-    ):
+    folds = list(KFold(n_splits=n_splits, shuffle=True, random_state=random_state).split(features))
+    held_out = Parallel(n_jobs=n_jobs)(
+        delayed(_fit_predict_fold)(features, covered, tr, te, classifier, random_state) for tr, te in folds
+    )
+    for f, ((_, te), h_te) in enumerate(zip(folds, held_out)):
         fold_id[te] = f
-        if np.unique(labels[tr]).size < 2:
-            h[te] = covered[tr].mean()
-            continue
-        model = make_classifier(classifier, labels[tr], random_state)
-        model.fit(features[tr], labels[tr])
-        h[te] = positive_proba(model, features[te])
+        h[te] = h_te
     return h, fold_id
+
+
+def _fit_predict_fold(
+    features: np.ndarray,
+    covered: np.ndarray,
+    tr: np.ndarray,
+    te: np.ndarray,
+    classifier: Any,
+    random_state: int,
+) -> np.ndarray:
+    """Predictions ``(len(te),)`` of a classifier fitted on rows ``tr`` (their constant rate if one class)."""
+    from hf_ext.ert.classifiers import make_classifier
+
+    labels = covered.astype(np.int64)
+    if np.unique(labels[tr]).size < 2:
+        return np.full(te.size, covered[tr].mean())
+    model = make_classifier(classifier, labels[tr], random_state)
+    model.fit(features[tr], labels[tr])
+    return positive_proba(model, features[te])
 
 
 def cross_fit_ert(
@@ -175,6 +195,7 @@ def cross_fit_ert(
     classifier: Any = "hgb",
     n_splits: int = 5,
     random_state: int = 42,
+    n_jobs: int | None = None,
 ) -> dict[str, Any]:
     """Cross-fitted ERT for all losses and sides (arguments as :func:`cross_fit_predictions`, ``tau (n,)``).
 
@@ -185,6 +206,7 @@ def cross_fit_ert(
     All-covered or all-uncovered data carries no information about conditional coverage: a warning is raised
     and every value is 0."""
     check_int("n_splits", n_splits, low=2, high=covered.shape[0])
+    check_n_jobs("n_jobs", n_jobs)
     if np.unique(covered).size < 2:
         warnings.warn(
             f"`covered` is constant ({covered[0]:g} for all {covered.size} samples); ERT is 0 by definition.",
@@ -196,7 +218,7 @@ def cross_fit_ert(
         return out
     order = shuffled_order(random_state, features, covered, tau)
     features, covered, tau = features[order], covered[order], tau[order]
-    h, fold_id = cross_fit_predictions(features, covered, classifier, n_splits, random_state)
+    h, fold_id = cross_fit_predictions(features, covered, classifier, n_splits, random_state, n_jobs)
     return ert_table(h, covered, tau, fold_id)
 
 

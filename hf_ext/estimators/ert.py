@@ -126,6 +126,9 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
         Folds of :meth:`cross_fit_ert`.
     random_state : int, default=42
         Seed of the folds and of the default classifier.
+    n_jobs : int or None, default=None
+        Folds of :meth:`cross_fit_ert` fitted at once through joblib (``-1``: every core; a
+        ``joblib.parallel_config`` backend such as Dask or Ray applies). The result does not depend on it.
 
     Attributes
     ----------
@@ -155,6 +158,7 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
         "loss": [StrOptions(set(LOSSES))],
         "n_splits": [Interval(Integral, 2, None, closed="left")],
         "random_state": [Interval(Integral, 0, None, closed="left")],
+        "n_jobs": [Integral, None],
     }
 
     def __init__(
@@ -164,12 +168,14 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
         loss: str = "l1",
         n_splits: int = 5,
         random_state: int = 42,
+        n_jobs: int | None = None,
     ) -> None:
         self.classifier = classifier
         self.alpha = alpha
         self.loss = loss
         self.n_splits = n_splits
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     def _finite(self) -> bool | str:
         return "allow-nan" if allows_nan(self.classifier) else True
@@ -306,7 +312,7 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
         z = check_covered(y, "y")
         feats = check_features(X, z.shape[0], allow_nan=allows_nan(self.classifier), name="X")
         tau = target_vector(self.alpha, target_coverage, z.shape[0])
-        return cross_fit_ert(feats, z, tau, self.classifier, self.n_splits, self.random_state)
+        return cross_fit_ert(feats, z, tau, self.classifier, self.n_splits, self.random_state, self.n_jobs)
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()

@@ -23,6 +23,7 @@ from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import HasMethods, Interval, RealNotInt, StrOptions
 from sklearn.utils._tags import get_tags
 from sklearn.utils.metaestimators import available_if
+from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _check_method_params, _num_samples, check_is_fitted, indexable
 
 from hf_ext._registry import paper
@@ -87,6 +88,9 @@ class SySRsSearchCV(MetaEstimatorMixin, BaseEstimator):
         Refit the best candidate on all the data as ``best_estimator_`` (needed for ``predict``).
     random_state : int, RandomState instance or None, default=None
         Seed of the scheduler (query order and tie-breaks).
+    n_jobs : int or None, default=None
+        Candidate-fold fits run at once through joblib, as in ``GridSearchCV`` (``-1``: every core; a
+        ``joblib.parallel_config`` backend such as Dask or Ray applies). The pick does not depend on it.
 
     Attributes
     ----------
@@ -136,6 +140,7 @@ class SySRsSearchCV(MetaEstimatorMixin, BaseEstimator):
         "cv": ["cv_object"],
         "refit": ["boolean"],
         "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
     }
 
     def __init__(
@@ -149,6 +154,7 @@ class SySRsSearchCV(MetaEstimatorMixin, BaseEstimator):
         cv: Any = 5,
         refit: bool = True,
         random_state: Any = None,
+        n_jobs: int | None = None,
     ) -> None:
         self.estimator = estimator
         self.param_grid = param_grid
@@ -158,6 +164,7 @@ class SySRsSearchCV(MetaEstimatorMixin, BaseEstimator):
         self.cv = cv
         self.refit = refit
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     @_fit_context(prefer_skip_nested_validation=False)  # the candidates validate their own parameters
     def fit(self, X: Any, y: Any, **fit_params: Any) -> SySRsSearchCV:
@@ -191,10 +198,12 @@ class SySRsSearchCV(MetaEstimatorMixin, BaseEstimator):
             raise ValueError(
                 f"`cv` must put every sample in a test fold (a partition such as KFold), got {self.cv!r}."
             )
-        models = [
-            [self._fit_one(params, X, y, fit_params, train) for train, _ in splits]
+        fits = Parallel(n_jobs=self.n_jobs)(
+            delayed(_fit_one)(clone(self.estimator).set_params(**params), X, y, fit_params, train)
             for params in self.candidates_
-        ]
+            for train, _ in splits
+        )
+        models = [fits[c * len(splits) : (c + 1) * len(splits)] for c in range(n_candidates)]
         score = self.query_score or _default_query_score(self.estimator, truth)
         sched = make_scheduler(
             self.algorithm,
@@ -215,11 +224,6 @@ class SySRsSearchCV(MetaEstimatorMixin, BaseEstimator):
             best = clone(self.estimator).set_params(**self.best_params_)
             self.best_estimator_ = best.fit(X, y, **fit_params)
         return self
-
-    def _fit_one(self, params: dict[str, Any], X: Any, y: Any, fit_params: dict[str, Any], train: Any) -> Any:
-        model = clone(self.estimator).set_params(**params)
-        kwargs = _check_method_params(X, params=fit_params, indices=train)
-        return model.fit(_safe_indexing(X, train), _safe_indexing(y, train), **kwargs)
 
     def _resolve_budget(self, n_candidates: int, n_samples: int) -> int:
         full = n_candidates * n_samples
@@ -297,6 +301,12 @@ class SySRsSearchCV(MetaEstimatorMixin, BaseEstimator):
                 f"{type(self).__name__} has n_features_in_ only after fit with refit=True."
             ) from err
         return int(self.best_estimator_.n_features_in_)
+
+
+def _fit_one(model: Any, X: Any, y: Any, fit_params: dict[str, Any], train: Any) -> Any:
+    """``model`` (an unfitted clone) fitted on rows ``train``, with sample-aligned ``fit_params`` split."""
+    kwargs = _check_method_params(X, params=fit_params, indices=train)
+    return model.fit(_safe_indexing(X, train), _safe_indexing(y, train), **kwargs)
 
 
 def _targets(y: Any) -> np.ndarray:

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from hf_ext._registry import paper
-from hf_ext._validation import check_int, check_probability
+from hf_ext._validation import check_int, check_n_jobs, check_probability
 from hf_ext.ert.classifiers import allows_nan, check_classifier
 from hf_ext.ert.core import KEYS, cross_fit_ert
 from hf_ext.metrics.conditional_coverage import _CatCoverageMetric
@@ -38,6 +38,8 @@ class ExcessRiskTargetCoverage(_CatCoverageMetric):
         classifier: ``"hgb"``, ``"covmetrics"`` or a scikit-learn classifier instance (cloned per fold).
         n_splits: Cross-fitting folds, int >= 2 (and <= number of samples at compute time).
         random_state: Seed of the fold shuffle and of the default classifier.
+        n_jobs: Folds fitted at once through joblib at ``compute`` (``-1``: every core); the value does not
+            depend on it.
         kwargs: Passed to :class:`torchmetrics.Metric`.
 
     As input to ``forward`` and ``update``:
@@ -73,6 +75,7 @@ class ExcessRiskTargetCoverage(_CatCoverageMetric):
         classifier: Any = "hgb",
         n_splits: int = 5,
         random_state: int = 42,
+        n_jobs: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -81,6 +84,7 @@ class ExcessRiskTargetCoverage(_CatCoverageMetric):
         self.classifier = classifier
         self.n_splits = check_int("n_splits", n_splits, low=2)
         self.random_state = check_int("random_state", random_state, low=0)
+        self.n_jobs = check_n_jobs("n_jobs", n_jobs)
 
     def update(
         self,
@@ -116,7 +120,13 @@ class ExcessRiskTargetCoverage(_CatCoverageMetric):
         """Cross-fitted ERT over all samples seen."""
         d = self._gather()
         table = cross_fit_ert(
-            d["features"], d["covered"], d["target"], self.classifier, self.n_splits, self.random_state
+            d["features"],
+            d["covered"],
+            d["target"],
+            self.classifier,
+            self.n_splits,
+            self.random_state,
+            self.n_jobs,
         )
         out = {key: torch.tensor(table[key], dtype=torch.float64) for key in KEYS}
         out["fold_values"] = torch.as_tensor(table["fold_values"], dtype=torch.float64)

@@ -14,14 +14,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hf_ext._validation import check_choice, check_int, check_probability
+from hf_ext._validation import check_choice, check_int, check_n_jobs, check_probability
 from hf_ext.ert.classifiers import allows_nan, check_classifier
 from hf_ext.ert.core import LOSSES, SIDES, HeldOutTest, cross_fit_ert, per_sample_excess_risk, split_test
 from hf_ext.ert.inputs import as_numpy, check_covered, check_features, resolve_coverage, target_vector
 
 
 def _ert_arg_validation(
-    alpha: float, loss: str, side: str, classifier: Any, n_splits: int, random_state: int
+    alpha: float, loss: str, side: str, classifier: Any, n_splits: int, random_state: int, n_jobs: int | None
 ) -> None:
     check_probability("alpha", alpha, low_open=True, high_open=True)
     check_choice("loss", loss, LOSSES)
@@ -29,6 +29,7 @@ def _ert_arg_validation(
     check_classifier(classifier)
     check_int("n_splits", n_splits, low=2)
     check_int("random_state", random_state, low=0)
+    check_n_jobs("n_jobs", n_jobs)
 
 
 def _excess_risk_target_coverage_update(
@@ -64,6 +65,7 @@ def excess_risk_target_coverage(
     prediction_sets: Any = None,
     intervals: Any = None,
     alpha_index: int | None = None,
+    n_jobs: int | None = None,
 ) -> Tensor:
     """Cross-fitted ERT: how much a classifier of the coverage beats the constant target coverage.
 
@@ -94,6 +96,7 @@ def excess_risk_target_coverage(
         prediction_sets: Boolean set masks ``(n, n_classes)`` or MAPIE ``y_pss`` ``(n, n_classes, n_alpha)``.
         intervals: ``(n, 2)`` or MAPIE ``y_pis`` ``(n, 2, n_alpha)`` (closed intervals).
         alpha_index: Which confidence level of a MAPIE array to use.
+        n_jobs: Folds fitted at once through joblib (``-1``: every core); the value does not depend on it.
 
     Returns:
         0-d float64 tensor.
@@ -108,7 +111,7 @@ def excess_risk_target_coverage(
         >>> bool(ert > 0.05)
         True
     """
-    _ert_arg_validation(alpha, loss, side, classifier, n_splits, random_state)
+    _ert_arg_validation(alpha, loss, side, classifier, n_splits, random_state, n_jobs)
     feats, cov, tau = _excess_risk_target_coverage_update(
         features,
         covered,
@@ -120,7 +123,7 @@ def excess_risk_target_coverage(
         alpha_index=alpha_index,
         allow_nan=allows_nan(classifier),
     )
-    table = cross_fit_ert(feats, cov, tau, classifier, n_splits, random_state)
+    table = cross_fit_ert(feats, cov, tau, classifier, n_splits, random_state, n_jobs)
     key = loss if side == "both" else f"{loss}_{side}"
     return torch.tensor(table[key], dtype=torch.float64)
 
@@ -176,7 +179,7 @@ def ert_test(
         >>> ert_test(X, covered, alpha=0.1, classifier=LogisticRegression()).p_value < 1e-6
         True
     """
-    _ert_arg_validation(alpha, "l1", "both", classifier, 2, random_state)
+    _ert_arg_validation(alpha, "l1", "both", classifier, 2, random_state, None)
     check_probability("test_size", test_size, low_open=True, high_open=True)
     feats, cov, tau = _excess_risk_target_coverage_update(
         features,
