@@ -8,8 +8,8 @@ from hf_ext._registry import paper
 from hf_ext._validation import check_choice, check_float, check_int, check_probability, check_sequence
 from hf_ext.ca_learnability.automata import BOUNDARIES
 
-ARCHITECTURES = ("cnn", "mlp_patch", "mlp_global", "vit")
-LEARNING_RATES = {"cnn": 1e-2, "mlp_patch": 3e-3, "mlp_global": 1e-3, "vit": 3e-3}
+ARCHITECTURES = ("cnn", "mlp_patch", "mlp_global", "vit", "vit_window")
+LEARNING_RATES = {"cnn": 1e-2, "mlp_patch": 3e-3, "mlp_global": 1e-3, "vit": 3e-3, "vit_window": 3e-3}
 
 
 @dataclass
@@ -37,7 +37,7 @@ class LearnabilityConfig:
             ``"wrap"`` (torus, circular padding in the networks) or ``"zero"``.
         learning_rates (`dict[str, float]`, *optional*):
             Adam learning rate per architecture; missing ones default to ``cnn`` 1e-2, ``mlp_patch`` 3e-3,
-            ``mlp_global`` 1e-3, ``vit`` 3e-3.
+            ``mlp_global`` 1e-3, ``vit`` and ``vit_window`` 3e-3.
         max_normalized_error (`float`, *optional*, defaults to `0.8`):
             Learning gate: an architecture whose mean normalised error (error over the majority-class error)
             is not below this did not learn, and its correlations are not reported as learnability.

@@ -47,7 +47,8 @@ def train_and_evaluate(
 
     Args:
         rule: A :class:`CARule` or a 512-entry table.
-        arch: ``"cnn"``, ``"mlp_patch"``, ``"mlp_global"`` or ``"vit"`` (see :func:`build_model`).
+        arch: ``"cnn"``, ``"mlp_patch"``, ``"mlp_global"``, ``"vit"`` or ``"vit_window"`` (see
+            :func:`build_model`).
         config: The budget; ``None`` uses :class:`LearnabilityConfig` defaults.
         **overrides: Fields of :class:`LearnabilityConfig` replaced for this call (e.g. ``train_steps=20``).
 

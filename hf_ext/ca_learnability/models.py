@@ -1,4 +1,4 @@
-"""The four architectures of the learnability harness: grids ``(B, 1, H, W)`` -> next-state logits.
+"""The five architectures of the learnability harness: grids ``(B, 1, H, W)`` -> next-state logits.
 
 Sizes are the prototype settings hf-ext chose [reconstructed]; the paper's networks are not known.
 """
@@ -42,6 +42,36 @@ class _TokenHead(nn.Module):
         return self.head(tokens).transpose(1, 2).reshape(x.shape[0], 1, *self.grid)
 
 
+class _WindowTokens(nn.Module):
+    """A timm ``VisionTransformer`` on each cell's ``(2k+1)`` window: attention stays inside the window."""
+
+    def __init__(self, steps: int, mode: str) -> None:
+        super().__init__()
+        from timm.models.vision_transformer import VisionTransformer
+
+        self.side, self.mode = 2 * steps + 1, mode
+        self.encoder = VisionTransformer(
+            img_size=self.side,
+            patch_size=1,
+            in_chans=1,
+            num_classes=1,
+            global_pool="avg",
+            class_token=False,
+            embed_dim=32,
+            depth=2,
+            num_heads=2,
+            mlp_ratio=2.0,
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, _, h, w = x.shape
+        k = self.side // 2
+        padded = nn.functional.pad(x, (k, k, k, k), mode=self.mode)
+        windows = padded.unfold(2, self.side, 1).unfold(3, self.side, 1)  # (B, 1, H, W, side, side)
+        logits = self.encoder(windows.reshape(b * h * w, 1, self.side, self.side))  # (B * H * W, 1)
+        return logits.reshape(b, 1, h, w)
+
+
 class _Global(nn.Module):
     """Flatten -> Linear(HW, 512) -> ReLU -> Linear(512, HW): no locality prior at all."""
 
@@ -66,10 +96,13 @@ def build_model(
             convolutions, the same function class as unfolding); ``"mlp_global"``: a dense MLP over the
             whole grid (hidden 512); ``"vit"``: a timm ``VisionTransformer`` with one token per cell (embed
             32, depth 2, 2 heads, MLP ratio 2; learned position embeddings, no class token) and a per-token
-            Linear(32, 1).
+            Linear(32, 1); ``"vit_window"``: the same timm transformer run on each cell's ``(2k+1)`` window
+            (``(2k+1)**2`` tokens, average-pooled to one logit), i.e. attention local to the window and
+            shared over cells [reconstructed: hf-ext's local-attention variant, since the global ``"vit"``
+            does not learn at this budget].
         steps: ``k``.
         grid: ``(H, W)``; only ``mlp_global`` and ``vit`` depend on it.
-        boundary: ``"wrap"`` uses circular padding in the convolutions, ``"zero"`` zero padding.
+        boundary: ``"wrap"`` uses circular padding in the convolutions and windows, ``"zero"`` zero padding.
 
     Raises:
         ValueError: unknown ``arch`` (the message lists the known ones).
@@ -95,4 +128,6 @@ def build_model(
         )
     if arch == "mlp_global":
         return _Global((size[0], size[1]))
+    if arch == "vit_window":
+        return _WindowTokens(steps, "circular" if mode == "circular" else "constant")
     return _TokenHead((size[0], size[1]))

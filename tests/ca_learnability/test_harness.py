@@ -1,4 +1,4 @@
-"""The learnability harness end to end on tiny budgets, the four architectures, the config's bad inputs."""
+"""The learnability harness end to end on tiny budgets, the five architectures, the config's bad inputs."""
 
 from __future__ import annotations
 
@@ -42,6 +42,27 @@ def test_vit_shape_and_size() -> None:
     assert model.encoder(x).shape == (2, 256, 32)
     assert sum(p.numel() for p in model.encoder.parameters()) == 25_408
     assert model(x).shape == (2, 1, 16, 16)
+
+
+@requires("timm")
+@pytest.mark.parametrize("k", [1, 2])
+def test_window_vit_sees_exactly_the_window_and_is_translation_equivariant(k: int) -> None:
+    torch.manual_seed(0)
+    model = build_model("vit_window", steps=k, grid=(9, 11))
+    x = torch.rand(2, 1, 9, 11, requires_grad=True)
+    out = model(x)
+    assert out.shape == (2, 1, 9, 11)
+    out[1, 0, 0, 5].backward()  # a top-row cell: its window wraps to the bottom rows
+    touched = {tuple(ij) for ij in (x.grad[1, 0] != 0).nonzero().tolist()}
+    assert touched == {(i % 9, j) for i in range(-k, k + 1) for j in range(5 - k, 6 + k)}
+    assert not x.grad[0].any()
+    shifted = torch.roll(x.detach(), (2, -3), dims=(2, 3))
+    torch.testing.assert_close(model(shifted), torch.roll(out.detach(), (2, -3), dims=(2, 3)))
+    zero = build_model("vit_window", steps=k, grid=(9, 11), boundary="zero")
+    zero.load_state_dict(model.state_dict())
+    assert not torch.allclose(zero(x)[:, :, 0], out[:, :, 0]) and torch.allclose(
+        zero(x)[:, :, 4, 4], out[:, :, 4, 4]
+    )
 
 
 def test_circular_padding_is_translation_equivariant() -> None:
