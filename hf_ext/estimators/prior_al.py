@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, _fit_context, clone
 from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_random_state, has_fit_parameter, validate_data
@@ -176,14 +177,16 @@ class _PoolLearner(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
             return None
         model = clone(self.estimator) if self.estimator is not None else _default_estimator()
         y = self.classes_[pos]
-        if weight is not None and not np.allclose(weight, 1.0):
-            if not has_fit_parameter(model, "sample_weight"):
-                raise ValueError(
-                    f"{type(model).__name__}.fit takes no sample_weight; use pseudo_weight=1.0 and "
-                    "label_noise other than 'soft'"
-                )
+        if weight is None or np.allclose(weight, 1.0):
+            return model.fit(self.X_[idx], y)
+        if has_fit_parameter(model, "sample_weight"):
             return model.fit(self.X_[idx], y, sample_weight=weight)
-        return model.fit(self.X_[idx], y)
+        if isinstance(model, Pipeline) and has_fit_parameter(model.steps[-1][1], "sample_weight"):
+            return model.fit(self.X_[idx], y, **{f"{model.steps[-1][0]}__sample_weight": weight})
+        raise ValueError(
+            f"{type(model).__name__}.fit takes no sample_weight; use pseudo_weight=1.0 and "
+            "label_noise other than 'soft'"
+        )
 
     def _model_proba(self, X: np.ndarray) -> np.ndarray:
         """Small-model probabilities ``(n, C)`` on ``classes_`` columns; uniform with no model yet."""

@@ -283,3 +283,24 @@ def test_cleanlab_option_needs_cleanlab(digits):
         al = _learner(prior, label_noise="cleanlab").fit(X, _start(y, n=40))
         idx = al.query()
         assert al.teach(idx, y[idx]).n_labelled_ == 45
+
+
+def test_pseudo_weight_reaches_a_pipeline(digits):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y, prior = digits
+    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=200))
+    al = PriorALClassifier(model, prior, batch_size=5, pseudo_weight=0.5, random_state=0).fit(X, _start(y))
+    idx = al.query()
+    assert al.teach(idx, y[idx]).n_labelled_ == 25
+
+
+def test_pseudo_weight_needs_sample_weight(digits):
+    from sklearn.neighbors import KNeighborsClassifier
+
+    X, y, prior = digits
+    al = PriorALClassifier(KNeighborsClassifier(3), prior, batch_size=5, pseudo_weight=0.5).fit(X, _start(y))
+    idx = al.query()
+    with pytest.raises(ValueError, match="pseudo_weight"):
+        al.teach(idx, y[idx])
