@@ -216,7 +216,9 @@ class HyperGrid(DiscreteEnv):
     Args:
         height: ``H``, points per axis.
         ndim: ``D``, number of axes.
-        R0, R1, R2: Reward levels.
+        R0: Base reward everywhere.
+        R1: Added where every coordinate is in the outer band.
+        R2: Added where every coordinate is in the inner ring (the modes).
         features: ``"full"``: one-hot of each coordinate (``D*H`` dims); ``"coarse"``: one-hot of
             ``x_d // coarsen`` (aliased, ``D*ceil(H/coarsen)`` dims).
         coarsen: Bucket width of the coarse features.

@@ -121,7 +121,10 @@ class SubTrajectoryBalance(_BalanceLoss):
     :class:`DetailedBalance`. ``pb`` as for :class:`DetailedBalance`.
 
     Args:
-        pf, pb, init_logZ, log_reward_clip_min: As :class:`TrajectoryBalance`.
+        pf: The forward :class:`~hf_ext.path_gfn.policy.LiftedPolicy`.
+        pb: ``None`` (trees), ``UniformBackward`` or ``MarkovBackward``.
+        init_logZ: Initial ``log Z``.
+        log_reward_clip_min: Clamp ``log R`` from below (needed when some ``R(x) = 0``).
         weighting: ``"geometric"`` (default), ``"TB"`` or ``"DB"``.
         lam: ``lambda`` of the geometric weights.
     """

@@ -63,16 +63,16 @@ def _checked_mask(mask: Tensor, active: Tensor) -> Tensor:
 def sample_trajectories(
     env: DiscreteEnv,
     policy: LiftedPolicy,
-    n: int,
+    batch_size: int,
     *,
     epsilon: float = 0.0,
     generator: torch.Generator | None = None,
 ) -> Trajectories:
-    """Sample ``n`` complete trajectories from ``p_E = (1 - epsilon) p_F + epsilon Uniform(valid)``.
+    """Sample ``batch_size`` complete trajectories from ``p_E = (1 - epsilon) p_F + epsilon Uniform(valid)``.
 
     Records ``log p_F`` (not ``log p_E``) of each action taken, under the sampling parameters.
     """
-    n = check_int("batch_size", n, low=1)
+    n = check_int("batch_size", batch_size, low=1)
     epsilon = check_probability("epsilon", epsilon)
     s = env.initial_states(n)
     carry = policy.init_carry(n)

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from hf_ext._registry import paper
+from hf_ext._validation import check_int
 from hf_ext.path_gfn.config import GFNConfig
 from hf_ext.path_gfn.envs import DiscreteEnv
 from hf_ext.path_gfn.losses import _BalanceLoss
@@ -85,8 +86,6 @@ class GFNTrainer:
 
         Returns the records of these steps (also appended to :attr:`history`).
         """
-        from hf_ext._validation import check_int
-
         steps = check_int("steps", steps, low=0)
         show = sys.stderr.isatty() if progress_bar is None else progress_bar
         bar = None

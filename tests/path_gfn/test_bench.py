@@ -15,4 +15,6 @@ def test_tour_report():
     assert all(0 <= r["L1"] <= 2 for r in report.rows)
     gru = next(r for r in report.rows if r["system"] == METHOD)
     assert abs(gru["true logZ"] - 2.814) < 1e-3 and gru["steps"] == 300 and gru["params"] > 0
-    assert report.notes and report.to_json(method="path_gfn", quick=True, seed=0)["headline"]["figure"] == "L1"
+    assert (
+        report.notes and report.to_json(method="path_gfn", quick=True, seed=0)["headline"]["figure"] == "L1"
+    )
