@@ -299,10 +299,13 @@ class PriorALClassifier(_PoolLearner):
        which gets free pseudo-labels (``argmax p_bar`` by default [reconstructed]);
     4. ``query()`` returns the noise-set rows of highest small-model entropy; right after the cold start
        (the round run by ``fit``) it draws them at random within the noise set [reconstructed];
-    5. the small model is refit on the pseudo-labelled clean set plus the annotated rows.
+    5. ``teach`` refits the small model on the last split's pseudo-labelled clean set plus the annotated
+       rows, then splits again with the refit model, so the next query and pseudo-labels use it.
 
-    With fewer than 2 labelled classes the small model is uniform, so ``p_bar = p_L`` [reconstructed].
-    The prior is evaluated once per pool, at ``fit``.
+    ``fit`` trains the cold-start model on the annotated rows only. With fewer than 2 labelled classes the
+    small model is uniform, so ``p_bar = p_L`` [reconstructed]. The prior is evaluated once per pool, at
+    ``fit``. With a weak cold-start model, ``pseudo_label="prior"`` avoids copying the small model's
+    confident mistakes into the clean set (see the docs page for the measured effect).
 
     Parameters
     ----------
