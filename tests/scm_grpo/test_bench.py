@@ -1,0 +1,61 @@
+"""The benchmark's world tokenizer, layer 1 and (slow) the quick report."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import pytest
+
+from hf_ext.testing import requires
+
+pytestmark = requires("trl")
+
+
+def test_world_tokens_decode_to_the_output_contract() -> None:
+    from hf_ext.testing import word_tokenizer
+    from hf_ext.trl.scm_grpo import _bench_world as W
+    from hf_ext.trl.scm_grpo.core import parse_scm_graph
+    from hf_ext.trl.scm_grpo.data import make_synthetic_mhfv
+
+    tok = word_tokenizer(W.vocabulary(40, 8))
+    for row in make_synthetic_mhfv(0, 50, max_pad=3):
+        ids = tok.convert_tokens_to_ids(W.completion_tokens(row))
+        assert tok.unk_token_id not in ids and tok.unk_token_id not in tok(W.prompt_text(row))["input_ids"]
+        graph = parse_scm_graph(tok.decode(ids + [tok.eos_token_id], skip_special_tokens=True))
+        assert graph.is_valid and graph.label == row["label"]
+        assert graph.depth == row["num_hops"] + row["pad"] and len(ids) <= 56
+
+
+def test_mutations_and_microbench() -> None:
+    pytest.importorskip("networkx")
+    from hf_ext.trl.scm_grpo.bench import KINDS, microbench, mutate, random_dag
+    from hf_ext.trl.scm_grpo.core import parse_scm_graph
+    from hf_ext.trl.scm_grpo.data import make_synthetic_mhfv
+
+    row = make_synthetic_mhfv(0, 1)[0]
+    kinds = {KINDS[i]: parse_scm_graph(mutate(row, i)) for i in range(len(KINDS))}
+    assert kinds["valid"].is_valid and "cycle" in kinds["cyclic"].error_kinds
+    assert "undeclared_node" in kinds["dangling"].error_kinds
+    assert "missing_graph" in kinds["untagged"].error_kinds and kinds["wrong_label"].is_valid
+    assert kinds["wrong_label"].label != row["label"]
+    text, edges, k = random_dag(random.Random(0))
+    assert parse_scm_graph(text).num_evidence == k and ("E1" in text)
+    out = microbench(60, 50, seed=0)
+    assert out["depth_agreement"] == 1.0
+    assert all(v > 0 for key, v in out.items() if key.startswith("us_"))
+
+
+@pytest.mark.slow
+def test_quick_benchmark_report() -> None:
+    from hf_ext.trl.scm_grpo.bench import run
+
+    report = run(quick=True, seed=0)
+    assert [r["system"] for r in report.rows] == ["sft_only", "A_label_format", "B_scm"]
+    assert report.headline.figure == "depth_abs_err" and not report.headline.higher_is_better
+    assert all(0 <= r["format_valid"] <= 1 and 0 <= r["accuracy"] <= 1 for r in report.rows)
+    assert math.isfinite(report.headline.method)
+    assert any("format validity" in n for n in report.notes)
+    data: dict[str, Any] = report.to_json(method="scm_grpo", quick=True, seed=0)
+    assert data["config"]["microbench"]["depth_agreement"] == 1.0
