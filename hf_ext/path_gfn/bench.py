@@ -26,10 +26,10 @@ METHOD = "PD-GRU"
 
 def run(*, quick: bool, seed: int) -> BenchReport:
     """Full: bits L = 8, 3000 TB steps, 2 seeds (R-SRWM one); 8x8 grid, 1500 steps per loss, 1 seed
-    (about 8 min on two cores). Quick: bits L = 8, 500 steps and a 6x6 grid, TB, 300 steps, one seed."""
+    (about 8 min on two cores). Quick: bits L = 8, 400 steps and a 6x6 grid, TB, 200 steps, one seed."""
     if quick:
         return _report(
-            bits_steps=500, grid_size=6, grid_steps=300, seeds=(seed,), losses=("TB",), rsrwm=False, workers=1
+            bits_steps=400, grid_size=6, grid_steps=200, seeds=(seed,), losses=("TB",), rsrwm=False, workers=1
         )
     return _report(
         bits_steps=3000,
