@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -219,3 +220,42 @@ def _notes(rows: list[dict[str, Any]], headlines: dict[str, Headline], zoo_s: di
             )
         )
     return notes
+
+
+def plot(report: BenchReport, directory: Path) -> dict[str, str]:
+    """``mvprobe_bench.png``: per-label accuracy (mean ± std over seeds) per system and zoo."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tasks = list(dict.fromkeys(r["task"] for r in report.rows))
+    systems = list(dict.fromkeys(r["system"] for r in report.rows))
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / len(systems)
+    for j, system in enumerate(systems):
+        pts = [next(r for r in report.rows if r["task"] == t and r["system"] == system) for t in tasks]
+        xs = np.arange(len(tasks)) + (j - (len(systems) - 1) / 2) * width
+        err = [0.0 if math.isnan(p["per_label_acc_std"]) else p["per_label_acc_std"] for p in pts]
+        ax.bar(
+            xs,
+            [p["per_label_acc"] for p in pts],
+            width,
+            yerr=err,
+            capsize=2,
+            label=system,
+            hatch="//" if system == METHOD else None,
+        )
+    ax.axhline(CHANCE, color="k", lw=0.6, ls="--")
+    ax.set_xticks(np.arange(len(tasks)), tasks)
+    ax.set(
+        ylabel="per-label accuracy (test)", ylim=(0.4, 1.0), title="Recovering a member's fine-tuning classes"
+    )
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    path = directory / "mvprobe_bench.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return {"bench": str(path)}
