@@ -105,14 +105,16 @@ class MultiViewProbe(nn.Module):
     inactive ones [reconstructed equivalence].
 
     Args:
-        d_h, d_w: Weight matrix shape.
+        d_h: Rows of the weight matrices.
+        d_w: Columns of the weight matrices.
         n_outputs: Width of the head (classes or labels).
         n_probes: ``r``, probes per branch.
         proj_dim: ``p``, projection width of the point axis.
         rep_dim: Representation width.
         branches: Active branches, a subset of ``("xu", "xxtu", "xtu", "xtxu")``.
         standardize: Per-sample standardisation of every branch (MVProbe); ``False`` for ProbeX.
-        x_center, x_row_norm: View preprocessing, see :func:`branch_outputs`.
+        x_center: Centre each view over its points (see :func:`branch_outputs`).
+        x_row_norm: L2-normalise each point of each view.
     """
 
     def __init__(

@@ -180,8 +180,16 @@ def make_model_zoo(
     """Train (or load from ``cache_dir``) a zoo of networks sharing one ancestor (``make_*`` style).
 
     Args:
-        n_models, arch, dataset, task, classes_per_model, finetune_steps, lr_range, ancestor_steps,
-            random_state: See :class:`~hf_ext.mvprobe.config.ModelZooConfig`.
+        n_models: Number of members; the other settings are those of
+            :class:`~hf_ext.mvprobe.config.ModelZooConfig`.
+        arch: ``"mlp"`` or ``"cnn"``.
+        dataset: ``"digits"``.
+        task: ``"subset"``, ``"accuracy"`` or ``"lr"`` (what ``targets`` holds).
+        classes_per_model: Digits per fine-tuning subset.
+        finetune_steps: Inclusive range of fine-tuning steps.
+        lr_range: Log-uniform range of fine-tuning learning rates.
+        ancestor_steps: Adam steps of the ancestor.
+        random_state: Seed of the whole zoo.
         cache_dir: Folder for a ``.npz`` keyed by the settings (``hf_ext.assets.cache_dir() / "mvprobe"``);
             ``None`` builds without caching.
 
