@@ -34,7 +34,7 @@ from hf_ext.generation.infoflow_uq.scorer import InformationFlowScorer
 
 KS = (4, 6, 8, 10, 12, 14, 16)
 FULL = {"n": 480, "batch": 8, "timing_rounds": 5}
-QUICK = {"n": 42, "batch": 6, "timing_rounds": 2}
+QUICK = {"n": 28, "batch": 7, "timing_rounds": 1}
 TOUR = {"n": 28, "batch": 7, "timing_rounds": 0}
 HEADLINE = "simulatability value-norm"
 # system, score column, is_baseline, relevance source
@@ -260,7 +260,7 @@ def _prr(score: np.ndarray, correct: np.ndarray) -> float:
 
 
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
-    """Score ``n`` examples (480; 42 with ``quick``) with every rule and baseline on Gemma-3-270M."""
+    """Score ``n`` examples (480; 28 with ``quick``) with every rule and baseline on Gemma-3-270M."""
     return _run(QUICK if quick else FULL, seed, quick)
 
 
