@@ -381,11 +381,7 @@ class MVProbeClassifier(_WeightProbe):
     """
     )
 
-    _paper = {
-        **paper("mvprobe"),
-        "url": "https://openreview.net/forum?id=vfqrmuVULL",
-        "code": "https://github.com/AI-hew-math/MVProbe",
-    }
+    _paper = paper("mvprobe")
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         **_WeightProbe._parameter_constraints,
         "branches": [tuple, list],
@@ -460,13 +456,7 @@ class ProbeXClassifier(_WeightProbe):
         + _PROBE_DOC
     )
 
-    _paper = {
-        **paper("mvprobe"),
-        "title": "Learning on Model Weights using Tree Experts",
-        "id": "2410.13569",
-        "venue": "CVPR 2025",
-        "code": "https://github.com/eliahuhorwitz/ProbeX",
-    }
+    _paper = paper("mvprobe")
 
     def __init__(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hf_ext._registry import paper
 from hf_ext._validation import check_choice, check_float, check_int, check_sequence
 
 ARCHS = ("mlp", "cnn")
@@ -18,6 +19,8 @@ class ModelZooConfig:
     random subset of ``classes_per_model`` digits, with its own learning rate (log-uniform in ``lr_range``)
     and step count (uniform in ``finetune_steps``).
     """
+
+    _paper = paper("mvprobe")
 
     n_models: int = field(default=300, metadata={"help": "Number of fine-tuned members."})
     arch: str = field(

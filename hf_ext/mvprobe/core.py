@@ -32,6 +32,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from hf_ext._registry import paper
+
 BRANCHES = ("xu", "xxtu", "xtu", "xtxu")
 ROW_BRANCHES = ("xu", "xxtu")  # points are the d_H rows of X
 EPS = 1e-8
@@ -116,6 +118,8 @@ class MultiViewProbe(nn.Module):
         x_center: Centre each view over its points (see :func:`branch_outputs`).
         x_row_norm: L2-normalise each point of each view.
     """
+
+    _paper = paper("mvprobe")
 
     def __init__(
         self,
