@@ -33,9 +33,6 @@ logger = logging.getLogger(__name__)
 ARCHS = ("cnn", "mlp_patch", "vit_window", "mlp_global")
 METHOD = "W>=4 (degree tail)"
 HEADLINE_ARCH = "cnn"
-THREADS = {
-    "vit_window": 2
-}  # the transformer dominates the run time; it trains on two threads, the rest on one
 # From 24 grids the patch MLP learns every k = 1 rule (mean normalised error 0.06): a ceiling with no signal
 # to correlate. 2 grids (512 random cells) show the cell-local networks about 63% of the 512 possible
 # windows, so they must generalise to the rest, which is where a rule's complexity shows.
@@ -73,13 +70,12 @@ def _report(
                 feats = rule_features(rule, cfg.steps)
             feature_s.append(t.seconds)
             for arch in archs:
-                with pinned_threads(THREADS.get(arch, 1)):
-                    budget = replace(
-                        cfg,
-                        n_train=TRAIN_GRIDS.get(arch, cfg.n_train),
-                        train_steps=TRAIN_STEPS.get(arch, cfg.train_steps),
-                    )
-                    records.append({**train_and_evaluate(rule, arch, budget), **feats})
+                budget = replace(
+                    cfg,
+                    n_train=TRAIN_GRIDS.get(arch, cfg.n_train),
+                    train_steps=TRAIN_STEPS.get(arch, cfg.train_steps),
+                )
+                records.append({**train_and_evaluate(rule, arch, budget), **feats})
             logger.info("ca_learnability bench: %s done", rule.name)
         k2_s = _k2_seconds(rules[0]) if k2_cost else math.nan
     corr = learnability_correlations(records, max_normalized_error=cfg.max_normalized_error, seed=seed)
@@ -108,7 +104,7 @@ def _report(
             "train_steps": {a: TRAIN_STEPS.get(a, train_steps) for a in archs},
             "learning_rates": {a: cfg.lr(a) for a in archs},
             "max_normalized_error": cfg.max_normalized_error,
-            "threads": {a: THREADS.get(a, 1) for a in archs},
+            "threads": 1,
             "seed": seed,
         },
         what=f"{n_rules} Life-like rules x {', '.join(archs)}, k=1, {train_steps} steps",
