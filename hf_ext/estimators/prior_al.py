@@ -37,6 +37,8 @@ def _default_estimator() -> Any:
 class _PoolLearner(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
     """Shared pool bookkeeping: labels, the small model, ``query`` and ``teach``."""
 
+    _paper = paper("prior_al")
+
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "estimator": [HasMethods(["fit", "predict_proba"]), None],
         "batch_size": [Interval(Integral, 1, None, closed="left")],

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from hf_ext._registry import paper
 from hf_ext._validation import check_int
 from hf_ext.path_gfn.core import masked_log_softmax, step_mask
 from hf_ext.path_gfn.envs import DiscreteEnv
@@ -34,6 +35,8 @@ class UniformBackward(nn.Module):
         env: The environment (kept for symmetry with the learned backward policies).
     """
 
+    _paper = paper("path_gfn")
+
     def __init__(self, env: DiscreteEnv | None = None) -> None:
         super().__init__()
         self.env = env
@@ -53,6 +56,8 @@ class MarkovBackward(nn.Module):
         n_actions: Number of (backward) actions.
         hidden: Width of the 2-hidden-layer ReLU MLP.
     """
+
+    _paper = paper("path_gfn")
 
     def __init__(self, feature_dim: int, n_actions: int, hidden: int = 64) -> None:
         super().__init__()
@@ -90,6 +95,8 @@ class SuffixMemoryBackward(nn.Module):
         n_actions: Number of (backward) actions.
         hidden: GRU width and head width.
     """
+
+    _paper = paper("path_gfn")
 
     def __init__(self, feature_dim: int, n_actions: int, hidden: int = 64) -> None:
         super().__init__()

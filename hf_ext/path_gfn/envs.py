@@ -15,6 +15,7 @@ from itertools import product
 import torch
 from torch import Tensor
 
+from hf_ext._registry import paper
 from hf_ext._validation import check_choice, check_float, check_int, check_sequence
 
 __all__ = [
@@ -38,6 +39,8 @@ class DiscreteEnv:
         max_length: Longest trajectory, in transitions.
         is_tree: Whether every state has exactly one parent (then ``log p_B = 0``).
     """
+
+    _paper = paper("path_gfn")
 
     n_actions: int
     feature_dim: int

@@ -13,6 +13,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from hf_ext._registry import paper
 from hf_ext._validation import check_choice, check_int
 
 __all__ = ["Memory", "MarkovMemory", "GRUMemory", "LSTMMemory", "RSRWM", "LinesMemory", "build_memory"]
@@ -20,6 +21,8 @@ __all__ = ["Memory", "MarkovMemory", "GRUMemory", "LSTMMemory", "RSRWM", "LinesM
 
 class Memory(nn.Module):
     """Base class: ``forward(x [B, in_dim], carry [B, carry_dim]) -> (readout, carry)``."""
+
+    _paper = paper("path_gfn")
 
     readout_dim: int = 0
     carry_dim: int = 0

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from hf_ext._registry import paper
 from hf_ext._validation import check_int, check_probability
 from hf_ext.path_gfn.core import exploration_probs, masked_log_softmax, step_mask
 from hf_ext.path_gfn.envs import DiscreteEnv
@@ -31,6 +32,8 @@ class Trajectories:
         log_pf: ``[B, T]`` log p_F of the taken actions recorded while sampling (0 when padded), or
             ``None``. For checks only: losses recompute it with :func:`relogprob`.
     """
+
+    _paper = paper("path_gfn")
 
     states: Tensor
     actions: Tensor

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
+from hf_ext._registry import paper
 from hf_ext._validation import check_choice, check_float
 
 ENCODERS = ("minilm", "efficientnet_lite0")
@@ -141,6 +142,8 @@ class CallablePrior:
         classes: ``(C,)`` labels of the columns of ``fn``'s output.
     """
 
+    _paper = paper("prior_al")
+
     def __init__(self, fn: Callable[[Any], Any], classes: Sequence[Any]) -> None:
         if not callable(fn):
             raise TypeError(f"`fn` must be callable, got {type(fn).__name__}")
@@ -153,6 +156,8 @@ class CallablePrior:
 
 class EstimatorPrior:
     """A fitted scikit-learn classifier as a prior: ``predict_proba`` with its ``classes_``."""
+
+    _paper = paper("prior_al")
 
     def __init__(self, estimator: Any) -> None:
         if not hasattr(estimator, "predict_proba") or not hasattr(estimator, "classes_"):
@@ -175,6 +180,8 @@ class ZeroShotTextPrior:
         template: Sentence around each description, with one ``{}``.
         temperature: Softmax temperature on cosine similarity.
     """
+
+    _paper = paper("prior_al")
 
     def __init__(
         self,
@@ -220,6 +227,8 @@ class PrototypePrior:
         temperature: Softmax temperature on cosine similarity.
     """
 
+    _paper = paper("prior_al")
+
     def __init__(
         self,
         encoder: str | Callable[[Any], np.ndarray] | None,
@@ -256,6 +265,8 @@ class EncoderFeatures(TransformerMixin, BaseEstimator):
         image_shape: ``(H, W)`` to reshape flat image rows, for images only.
         cache: Cache features on disk.
     """
+
+    _paper = paper("prior_al")
 
     def __init__(
         self, encoder: str = "minilm", image_shape: tuple[int, int] | None = None, cache: bool = True

@@ -90,6 +90,8 @@ CASES: dict[str, tuple[Callable[[], dict[str, Any]], Callable[..., list]]] = {
     "DemographicParityDifference": (lambda: {"num_groups": 3}, _rows(("decisions", "groups"))),
     "EqualOpportunityDifference": (lambda: {"num_groups": 3}, _rows(("decisions", "groups", "qualified"))),
     "MeanLevelGap": (lambda: {"num_groups": 3}, _rows(("levels", "groups"))),
+    "UncertaintyAUROC": (dict, _rows(("levels", "covered"))),
+    "PredictionRejectionRatio": (dict, _rows(("levels", "covered"))),
 }
 
 

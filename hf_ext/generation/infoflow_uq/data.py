@@ -13,6 +13,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from hf_ext._registry import paper
 from hf_ext._validation import check_int, check_probability, check_sequence
 
 FIRST_NAMES = "Kai Ada Milo Ines Tove Rafe Lina Otto Yara Bram Nell Ivo Sana Emil Maud Tarek".split()
@@ -41,6 +42,8 @@ class RAGExample:
         gold_span: ``(start, end)`` character span of the gold fact, or ``None``.
         question_span: ``(start, end)`` character span of the asked name in the question line.
     """
+
+    _paper = paper("infoflow_uq")
 
     prompt: str
     question: str

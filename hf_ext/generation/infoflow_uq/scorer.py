@@ -49,6 +49,8 @@ class FlowTrace:
         config: The scorer's settings (default rule and score kinds).
     """
 
+    _paper = paper("infoflow_uq")
+
     traces: dict[str, Tensor]
     context_mass: dict[str, Tensor]
     raw: dict[str, Tensor]
