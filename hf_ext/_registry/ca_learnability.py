@@ -91,6 +91,8 @@ METHOD = MethodInfo(
         "noise stabilities",
         "learnability harness: architectures, sizes, learning rates, 24 training grids, 64 test grids, "
         "200 full-batch Adam steps, error normalised by the majority-class error, learning gate 0.8",
+        "the window transformer (timm ViT on each cell's window: local attention), and the benchmark's "
+        "budgets for the cell-local networks (2 training grids; 400 steps for the transformer)",
         "LearnabilityPredictor (ridge on standardised features, cross-validated R^2)",
     ),
     note=(
