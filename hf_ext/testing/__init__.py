@@ -22,9 +22,11 @@ from hf_ext.testing.models import (
 )
 from hf_ext.testing.skips import requires
 from hf_ext.testing.tokenizers import DEFAULT_WORDS, word_tokenizer
+from hf_ext.testing.training import cpu_training_args
 
 __all__ = [
     "DEFAULT_WORDS",
+    "cpu_training_args",
     "requires",
     "tiny_causal_lm",
     "tiny_cogvideox_transformer",

@@ -64,22 +64,12 @@ def make_args(tmp_path: Any) -> Any:
     def make(cls: Any = None, **overrides: Any) -> Any:
         if cls is None:
             from hf_ext import CAMPConfig as cls
-        kw: dict[str, Any] = dict(
-            output_dir=str(tmp_path / "out"),
-            max_steps=2,
-            per_device_train_batch_size=4,
-            learning_rate=1e-2,
-            report_to=[],
-            use_cpu=True,
-            bf16=False,
-            gradient_checkpointing=False,
-            disable_tqdm=True,
-            save_strategy="no",
-            logging_steps=1,
-            seed=0,
-            dataloader_num_workers=0,
+        from hf_ext.testing import cpu_training_args
+
+        kw = dict(
+            max_steps=2, per_device_train_batch_size=4, learning_rate=1e-2, gradient_checkpointing=False
         )
         kw.update(overrides)
-        return cls(**kw)
+        return cls(**cpu_training_args(kw.pop("output_dir", str(tmp_path / "out")), **kw))
 
     return make

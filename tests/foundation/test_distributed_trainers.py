@@ -39,18 +39,10 @@ def _camp_rows() -> list[dict[str, Any]]:
 
 
 def _training_args(output_dir: str, per_device: int) -> dict[str, Any]:
-    return dict(
-        output_dir=output_dir,
-        max_steps=STEPS,
-        per_device_train_batch_size=per_device,
-        learning_rate=1e-2,
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        logging_steps=1,
-        disable_tqdm=True,
-        seed=0,
-        dataloader_num_workers=0,
+    from hf_ext.testing import cpu_training_args
+
+    return cpu_training_args(
+        output_dir, max_steps=STEPS, per_device_train_batch_size=per_device, learning_rate=1e-2
     )
 
 
@@ -62,7 +54,7 @@ def _train_camp(output_dir: str, per_device: int) -> tuple[list[float], dict[str
 
     tok = word_tokenizer()
     model = tiny_llama(vocab_size=len(tok), hidden_size=32, intermediate_size=64)
-    args = CAMPConfig(**_training_args(output_dir, per_device), bf16=False)
+    args = CAMPConfig(**_training_args(output_dir, per_device))
     trainer = CAMPTrainer(
         model=model,
         ref_model=copy.deepcopy(model),
