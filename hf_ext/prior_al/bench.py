@@ -15,6 +15,10 @@ Figures per setting and system: labels needed for the mean macro-F1 curve to rea
 macro-F1 at 40 labels and at the end, balanced accuracy, mean recall of the 3 rarest classes, annotation
 savings ``1 - n_method / n_best_baseline``, wall time and refits. Baselines include two that use the prior:
 the prior alone (no labels) and entropy sampling deployed as prior x small model.
+
+The (strategy, seed) runs of a setting go over ``N_JOBS`` joblib worker processes, one thread each; every run
+is seeded on its own, so the figures do not depend on the number of workers (a user's
+``joblib.parallel_config(backend=...)`` spreads them further).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ METHOD = "PriorAL (deploy PoE)"
 HEADLINE_SETTING = "A sigma=1.5"
 TARGET_SAVINGS = 0.30
 PRIOR_ALONE = "prior alone"
+N_JOBS = 2
 
 Factory = Callable[[Task, int, int], Any]
 
@@ -124,6 +129,19 @@ def _bind(make: Factory, task: Task, seed: int, batch: int) -> Callable[[], Any]
     return lambda: make(task, seed, batch)
 
 
+def run_grid(
+    grid: list[tuple[Factory, Task, int]], schedule: Schedule, *, n_jobs: int, desc: str = ""
+) -> list[dict[str, Any]]:
+    """:func:`run_learner` on every ``(make, task, seed)`` of ``grid``, in order, over ``n_jobs`` joblib
+    workers; each run is seeded on its own, so the result does not depend on ``n_jobs``."""
+    from joblib import Parallel, delayed
+
+    bound = [(_bind(make, task, s, schedule.batch), task, s) for make, task, s in grid]
+    jobs = (delayed(run_learner)(learner, task, schedule, s) for learner, task, s in bound)
+    runs = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
+    return list(progress(runs, total=len(grid), desc=desc, unit="run"))
+
+
 def _summary(
     setting: str, system: str, is_base: bool, runs: list[dict[str, Any]], schedule: Schedule, target: float
 ) -> dict[str, Any]:
@@ -190,15 +208,9 @@ def run(*, quick: bool, seed: int) -> BenchReport:
         for setting, build, schedule, target in _settings(quick):
             tasks = [build(s) for s in seeds]
             rows.append(_prior_row(setting, tasks, schedule, target))
-            grid = [
-                (name, base, make, task, s)
-                for name, base, make, _ in systems
-                for task, s in zip(tasks, seeds)
-            ]
-            runs: dict[str, list[dict[str, Any]]] = {}
-            for name, _, make, task, s in progress(grid, desc=f"prior_al {setting}", unit="run"):
-                learner = _bind(make, task, s, schedule.batch)
-                runs.setdefault(name, []).append(run_learner(learner, task, schedule, s))
+            grid = [(make, task, s) for _, _, make, _ in systems for task, s in zip(tasks, seeds)]
+            done = iter(run_grid(grid, schedule, n_jobs=N_JOBS, desc=f"prior_al {setting}"))
+            runs = {name: [next(done) for _ in seeds] for name, _, _, _ in systems}
             for name, base, _, _ in systems:
                 rows.append(_summary(setting, name, base, runs[name], schedule, target))
             curves[setting] = {
