@@ -50,6 +50,14 @@ class ModelZooConfig:
     ancestor_steps: int = field(default=400, metadata={"help": "Adam steps of the ancestor on all digits."})
     batch_size: int = field(default=64, metadata={"help": "Mini-batch size of every training step."})
     random_state: int = field(default=0, metadata={"help": "Seed of the whole zoo."})
+    block_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "Members per training block. Each block draws its mini-batches from its own seeded "
+            "stream, so `make_model_zoo(n_jobs=...)` trains blocks in parallel with the same result; "
+            "None trains every member in one block (one stream)."
+        },
+    )
 
     def __post_init__(self) -> None:
         check_int("n_models", self.n_models, low=1)
@@ -73,3 +81,5 @@ class ModelZooConfig:
         check_int("ancestor_steps", self.ancestor_steps, low=0)
         check_int("batch_size", self.batch_size, low=1)
         check_int("random_state", self.random_state, low=0)
+        if self.block_size is not None:
+            check_int("block_size", self.block_size, low=1)

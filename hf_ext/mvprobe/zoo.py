@@ -1,9 +1,10 @@
 """``make_model_zoo``: a zoo of small networks fine-tuned from one ancestor on sklearn's digits (offline).
 
-All members train at once: their parameters are stacked, and one batched forward (``bmm``, convolutions as
-im2col) and one Adam step update every member per iteration (each member with its own batch, learning rate
-and step count), so a zoo of a few hundred
-MLPs builds in seconds on a CPU.
+All members of a block train at once: their parameters are stacked, and one batched forward (``bmm``,
+convolutions as im2col) and one Adam step update every member per iteration (each member with its own batch,
+learning rate and step count), so a zoo of a few hundred MLPs builds in seconds on a CPU. Blocks
+(``block_size``) draw their batches from their own seeded streams, so they train in parallel over joblib
+workers (``n_jobs``) with the same result as one after the other.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from hf_ext._validation import check_n_jobs
 from hf_ext.mvprobe.config import ModelZooConfig
 
 LAYERS = {"mlp": "2.weight", "cnn": "3.weight"}
@@ -105,8 +107,28 @@ def _train(
     return {k: v[inverse] for k, v in params.items()}
 
 
-def _build(cfg: ModelZooConfig) -> dict[str, np.ndarray]:
+def _train_block(
+    state: Any,
+    arch: str,
+    params: dict[str, Any],
+    X: Any,
+    y: Any,
+    allowed: Any,
+    lr: Any,
+    steps: Any,
+    batch: int,
+) -> dict[str, Any]:
+    """:func:`_train` on one block of members, sampling from a generator restored from ``state``."""
     import torch
+
+    gen = torch.Generator()
+    gen.set_state(state)
+    return _train(arch, params, X, y, allowed, lr, steps, batch, gen)
+
+
+def _build(cfg: ModelZooConfig, n_jobs: int | None) -> dict[str, np.ndarray]:
+    import torch
+    from joblib import Parallel, delayed
 
     Xtr, ytr, Xte, yte = _digits(cfg.random_state)
     rng = np.random.RandomState(cfg.random_state)
@@ -142,17 +164,29 @@ def _build(cfg: ModelZooConfig) -> dict[str, np.ndarray]:
                 fresh.bias.detach(),
             )
     allowed = torch.from_numpy((subsets[:, :, None] == ytr[None, None, :]).any(axis=1)).float()
-    params = _train(
-        cfg.arch,
-        params,
-        X,
-        y,
-        allowed,
-        torch.from_numpy(lr).float(),
-        torch.from_numpy(steps),
-        cfg.batch_size,
-        gen,
+    lr_t, steps_t = torch.from_numpy(lr).float(), torch.from_numpy(steps)
+    blocks = [slice(i, i + (cfg.block_size or n)) for i in range(0, n, cfg.block_size or n)]
+    if len(blocks) == 1:  # one block continues the ancestor's stream
+        states = [gen.get_state()]
+    else:
+        seeds = np.random.SeedSequence(cfg.random_state).spawn(len(blocks))
+        states = [torch.Generator().manual_seed(int(s.generate_state(1)[0])).get_state() for s in seeds]
+    jobs = (
+        delayed(_train_block)(
+            state,
+            cfg.arch,
+            {k: v[b] for k, v in params.items()},
+            X,
+            y,
+            allowed[b],
+            lr_t[b],
+            steps_t[b],
+            cfg.batch_size,
+        )
+        for b, state in zip(blocks, states, strict=True)
     )
+    trained = Parallel(n_jobs=n_jobs)(jobs)
+    params = {k: torch.cat([t[k] for t in trained]) for k in params}
     with torch.no_grad():
         logits = _forward(cfg.arch, params, torch.from_numpy(Xte)[None].expand(n, -1, -1))  # (n, N_te, 10)
     pred = logits.argmax(-1).numpy()
@@ -174,8 +208,10 @@ def make_model_zoo(
     finetune_steps: tuple[int, int] = (100, 300),
     lr_range: tuple[float, float] = (3e-4, 3e-3),
     ancestor_steps: int = 400,
+    block_size: int | None = None,
     cache_dir: str | Path | None = None,
     random_state: int = 0,
+    n_jobs: int | None = None,
 ) -> Any:
     """Train (or load from ``cache_dir``) a zoo of networks sharing one ancestor (``make_*`` style).
 
@@ -189,7 +225,10 @@ def make_model_zoo(
         finetune_steps: Inclusive range of fine-tuning steps.
         lr_range: Log-uniform range of fine-tuning learning rates.
         ancestor_steps: Adam steps of the ancestor.
+        block_size: Members per training block, each with its own batch stream; ``None`` = one block.
         random_state: Seed of the whole zoo.
+        n_jobs: joblib workers over the blocks (``None`` = one, ``-1`` = every core); the zoo does not
+            depend on it.
         cache_dir: Folder for a ``.npz`` keyed by the settings (``hf_ext.assets.cache_dir() / "mvprobe"``);
             ``None`` builds without caching.
 
@@ -217,8 +256,11 @@ def make_model_zoo(
         lr_range,
         ancestor_steps,
         random_state=random_state,
+        block_size=block_size,
     )
-    key = {k: v for k, v in asdict(cfg).items() if k != "task"}
+    n_jobs = check_n_jobs("n_jobs", n_jobs)
+    # what the zoo depends on; one block is the zoo of earlier releases, whose cached files stay valid
+    key = {k: v for k, v in asdict(cfg).items() if k != "task" and not (k == "block_size" and v is None)}
     path = None
     if cache_dir is not None:
         digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
@@ -227,7 +269,7 @@ def make_model_zoo(
         with np.load(path) as f:
             data = dict(f)
     else:
-        data = _build(cfg)
+        data = _build(cfg, n_jobs)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp.npz")
