@@ -1,0 +1,44 @@
+"""Synthetic cohorts: shapes, labels, the controlled shift, determinism and bad inputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hf_ext.seglens.synthetic import make_cohorts
+
+
+def test_cohorts_shapes_labels_and_determinism():
+    c = make_cohorts(6, 32)
+    assert set(c) == {"adult", "pediatric", "ssa", "healthy"}
+    for cohort in c.values():
+        assert cohort.images.shape == (6, 1, 32, 32) and cohort.masks.shape == (6, 32, 32)
+        assert 0 <= cohort.images.min() and cohort.images.max() <= 1
+    assert c["healthy"].masks.eq(0).all()
+    assert set(c["adult"].masks.unique().tolist()) == {0, 1, 2}
+    assert (c["pediatric"].masks > 0).sum() < (c["adult"].masks > 0).sum()
+    again = make_cohorts(6, 32)
+    assert torch.equal(again["ssa"].images, c["ssa"].images)
+    assert len(c["ssa"].subset(slice(0, 2))) == 2 and len(list(c["ssa"].loader(4))) == 2
+
+
+def test_shift_controls_only_the_acquisition():
+    no_shift = make_cohorts(8, 32, cohorts=("ssa",), shift=0.0)["ssa"]
+    shifted = make_cohorts(8, 32, cohorts=("ssa",), shift=1.0)["ssa"]
+    assert torch.equal(no_shift.masks, shifted.masks)
+    assert shifted.images.mean() > no_shift.images.mean() + 0.05  # gamma < 1 brightens
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"n_per_cohort": 0}, "n_per_cohort"),
+        ({"size": 40}, "size"),
+        ({"cohorts": ("adult", "teen")}, r"cohorts\[1\]"),
+        ({"shift": -1.0}, "shift"),
+        ({"random_state": -1}, "random_state"),
+    ],
+)
+def test_bad_inputs_name_the_argument(kwargs, name):
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        make_cohorts(**{"n_per_cohort": 2, "size": 32, **kwargs})
