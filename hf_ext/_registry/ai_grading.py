@@ -43,6 +43,7 @@ METHOD = MethodInfo(
         "quadratic_weighted_kappa": "hf_ext.metrics.functional.grading",
         "run_stability": "hf_ext.metrics.functional.grading",
         "deferral_curve": "hf_ext.metrics.functional.grading",
+        "qwk_scorer": "hf_ext.metrics.functional.grading",
     },
     public_extras={
         "GradingConfig": (),
@@ -76,6 +77,7 @@ METHOD = MethodInfo(
         "quadratic_weighted_kappa": ("metrics",),
         "run_stability": ("metrics",),
         "deferral_curve": ("metrics",),
+        "qwk_scorer": ("metrics", "sklearn"),
     },
     bench="hf_ext.ai_grading.bench:run",
     tour="hf_ext.ai_grading.bench:tour",

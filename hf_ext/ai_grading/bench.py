@@ -145,6 +145,7 @@ def _run(size: dict[str, Any], seed: int, quick: bool) -> BenchReport:
             for name, (role, reps, sec) in graders.items():
                 rows.append(_row(name, role, setting, reps, ref, sec))
             extra[setting] = _simulated_figures(sim, ref, facts)
+            extra[setting]["final_only_bias"] = _bias_by_error(final, ref, facts)
             if setting == LLM_SETTING:
                 label = f"{setting}, LLM subset"
                 for name, (role, reps, sec) in graders.items():
@@ -196,6 +197,15 @@ def _simulated_figures(
         "mae_kept_at_20pct": float(curve["mae_kept"][0]),
         "aurc": float(curve["aurc"]),
     }
+
+
+def _bias_by_error(
+    reports: list[GradeReport], ref: np.ndarray, facts: list[dict[str, Any]]
+) -> dict[str, float]:
+    """Mean (grade - reference) per simulated error type."""
+    diff = np.array([r.final for r in reports]) - ref
+    errors = np.array([f["error"] for f in facts])
+    return {e: float(diff[errors == e].mean()) for e in sorted(set(errors.tolist()))}
 
 
 def _protocol(sym, ref, facts, ocr, subs, sq, boot, seed) -> dict[str, Any]:  # type: ignore[no-untyped-def]
@@ -254,6 +264,12 @@ def _report(
         f"{sim['bias_median_minus_single']:+.3f}; deferring the 20% highest-spread answers captures "
         f"{sim['large_captured_at_20pct']:.0%} of its large errors (|a-g| >= 1).",
     ]
+    bias = extra["clean"]["final_only_bias"]
+    notes.append(
+        "Final answer only (clean text), mean grade - reference by error type: "
+        + ", ".join(f"{e} {v:+.2f}" for e, v in bias.items())
+        + " (lenient on correct answers with wrong work, harsh wherever partial credit is due)."
+    )
     if quick:
         notes.append(
             "--quick: fewer answers, and the LLM row is a tiny random Llama (pipeline check, not Gemma)."

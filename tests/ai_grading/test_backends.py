@@ -115,3 +115,19 @@ def test_transformers_backend_without_template_warns_and_stops_at_json(caplog):
     assert reply.startswith('{"a": 1}') and len(reply[8:].split()) <= 1  # complete: stops after one token
     with pytest.raises(ValueError, match="`tokenizer`"):
         TransformersBackend(object())
+
+
+def test_transformers_backend_accepts_a_text_generation_pipeline():
+    pytest.importorskip("transformers")
+    from transformers import pipeline
+
+    from hf_ext.ai_grading.backends import TransformersBackend
+    from hf_ext.testing import tiny_llama, word_tokenizer
+
+    tok = word_tokenizer()
+    model = tiny_llama(vocab_size=len(tok))
+    backend = TransformersBackend(pipeline("text-generation", model=model, tokenizer=tok), max_new_tokens=3)
+    assert backend.model is model and backend.tokenizer is tok
+    direct = TransformersBackend(model, tok, max_new_tokens=3)
+    messages = [{"role": "user", "content": "the city"}]
+    assert backend(messages, seed=0, temperature=0.0) == direct(messages, seed=0, temperature=0.0)

@@ -240,3 +240,25 @@ def test_run_stability_metric_matches_functional():
     m.update(runs[:7])
     m.update(runs[7:])
     _same(m.compute(), run_stability(runs, tau=0.5))
+
+
+def test_qwk_scorer_in_cross_val_score():
+    from sklearn.dummy import DummyRegressor
+    from sklearn.linear_model import LinearRegression
+    from sklearn.model_selection import cross_val_score
+    from sklearn.neighbors import KNeighborsRegressor
+
+    from hf_ext.metrics.functional.grading import quadratic_weighted_kappa, qwk_scorer
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 1))
+    y = np.clip(np.round(X[:, 0] + 1.5), 0, 3)
+    scorer = qwk_scorer(max_points=3.0)
+    assert cross_val_score(DummyRegressor(), X, y, scoring=scorer, cv=4).tolist() == [0.0] * 4
+    assert scorer(KNeighborsRegressor(1).fit(X, y), X, y) == pytest.approx(1.0)
+    linear = LinearRegression().fit(X, y)
+    direct = quadratic_weighted_kappa(np.clip(linear.predict(X), 0, 3), y, max_points=3.0)
+    assert scorer(linear, X, y) == pytest.approx(float(direct))
+    assert np.isfinite(cross_val_score(linear, X, y, scoring=scorer, cv=4)).all()
+    with pytest.raises(ValueError, match="bin_width"):
+        qwk_scorer(bin_width=0)

@@ -24,7 +24,7 @@ SPLIT = 148  # rank 0 rows [0, SPLIT), rank 1 rows [SPLIT, N)
 
 
 def _columns(seed: int = 0) -> dict[str, Any]:
-    """Shared per-row data: features, coverage, groups, set sizes, labels, decisions, predictions."""
+    """Shared per-row data: features, coverage, groups, set sizes, labels, decisions, predictions, grades."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
@@ -40,6 +40,9 @@ def _columns(seed: int = 0) -> dict[str, Any]:
         "qualified": torch.rand(N, generator=g) < 0.5,
         "levels": torch.rand(N, generator=g, dtype=torch.float64),
         "preds": torch.randint(0, 4, (N,), generator=g),
+        "ai_scores": torch.randint(0, 7, (N,), generator=g).double() / 2,
+        "ref_scores": torch.randint(0, 7, (N,), generator=g).double() / 2,
+        "run_scores": torch.randint(0, 7, (N, 3), generator=g).double() / 2,
     }
 
 
@@ -92,6 +95,11 @@ CASES: dict[str, tuple[Callable[[], dict[str, Any]], Callable[..., list]]] = {
     "MeanLevelGap": (lambda: {"num_groups": 3}, _rows(("levels", "groups"))),
     "UncertaintyAUROC": (dict, _rows(("levels", "covered"))),
     "PredictionRejectionRatio": (dict, _rows(("levels", "covered"))),
+    "GradingAgreement": (
+        lambda: {"max_points": 3.0, "n_bootstrap": 50},
+        _rows(("ai_scores", "ref_scores")),
+    ),
+    "RunStability": (lambda: {"tau": 1.0}, _rows(("run_scores",))),
 }
 
 

@@ -218,6 +218,34 @@ def quadratic_weighted_kappa(
     return torch.tensor(value, dtype=torch.float64)
 
 
+def qwk_scorer(*, bin_width: float = 0.5, max_points: float | None = None) -> Any:
+    """A scikit-learn scorer (greater is better) of :func:`quadratic_weighted_kappa` between the targets and
+    the predictions clipped to ``[0, max_points]`` (``max_points`` defaults to the largest target of each
+    split), for ``cross_val_score`` or ``GridSearchCV`` on score regressors.
+
+    Example:
+        >>> from sklearn.dummy import DummyRegressor
+        >>> from sklearn.model_selection import cross_val_score
+        >>> X, y = np.arange(12.0)[:, None], np.arange(12) % 4 * 1.0
+        >>> cross_val_score(DummyRegressor(), X, y, scoring=qwk_scorer(max_points=3.0), cv=3).tolist()
+        [0.0, 0.0, 0.0]
+    """
+    from sklearn.metrics import make_scorer
+
+    bin_width = check_float("bin_width", bin_width, low=0, low_open=True)
+    top = None if max_points is None else check_float("max_points", max_points, low=0, low_open=True)
+
+    def qwk(y_true: Any, y_pred: Any) -> float:
+        g = np.asarray(y_true, dtype=np.float64)
+        m = top if top is not None else max(float(g.max()), EXACT)
+        a = np.clip(np.asarray(y_pred, dtype=np.float64), 0, m)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return float(quadratic_weighted_kappa(a, g, max_points=m, bin_width=bin_width))
+
+    return make_scorer(qwk)
+
+
 def check_runs(runs: Any) -> np.ndarray:
     """Validated float64 ``(n, R)`` run scores."""
     arr = np.asarray(torch.as_tensor(runs).detach().cpu().double().numpy(), dtype=np.float64)
