@@ -36,7 +36,6 @@ METHOD = MethodInfo(
     public_extras={
         "align_saes": ("sklearn",),
         "LatentAlignment": ("sklearn",),
-        "SparseAutoencoder": ("transformers",),
     },
     bench=f"{_M}.bench:run",
     tour=f"{_M}.bench:tour",
@@ -62,6 +61,7 @@ METHOD = MethodInfo(
         "differential reliance: firing-frequency log-ratio between cohorts and ablation Dice effects",
         "error-preserving edit a' = a + W_dec (z' - z) (scale, add, clamp, ablate) and the selection rule: "
         "latents ranked by differential reliance, edit sizes by grid search on a calibration split",
+        "the gate: edits act only where one of the latents most specific to the shifted cohort fires",
         "failure = lesion Dice < 0.5, recovered when Dice >= 0.5 after the edit",
         "benchmark cohorts: synthetic phantoms (ellipse brain, edema ring, core blob) with an "
         "acquisition shift; no MRI data",

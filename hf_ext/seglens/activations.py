@@ -81,6 +81,8 @@ class Activations:
     index: torch.Tensor
     grid: tuple[int, int]
 
+    _paper = paper("seglens")
+
 
 class ActivationStore:
     """Collect activations of ``model`` at ``site`` over batches of images [paper: one fixed layer].

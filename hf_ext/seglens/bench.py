@@ -1,19 +1,21 @@
 """``hf-ext bench seglens``: fix a shifted cohort's segmentation failures by editing SAE latents.
 
 A TinyUNet is trained on the synthetic ``adult`` cohort and run on ``ssa`` (the same anatomy under a
-shifted acquisition: gamma, noise, blur, resampling). An SAE (64 latents, k = 4) is fitted at the U-Net's
-first block ``enc1`` on activations of both cohorts; the diff report ranks latents by differential
-reliance (log-ratio of the mean code, ``ssa`` vs ``adult``), and :func:`select_intervention` steers the top
-``m`` latents towards the ``adult`` mean code, ``(m, strength)`` chosen on a **calibration** split of
-``ssa`` (an ``adult`` calibration split guards against harm). Everything is then evaluated on the
-held-out ``ssa`` images (disjoint from the calibration split): failures are images with lesion Dice < 0.5.
-Same-setting baselines (frozen weights, edits at the same site with the same calibration split): no
-intervention; random latents of equal count steered by the same rule and strength; random latent orders
-with ``(m, strength)`` tuned by the same calibration search. AdaBN (BatchNorm statistics re-estimated on
-unlabelled ``ssa`` calibration images) and fine-tuning on the labelled calibration images are reported
-beside them; they change weights. A tiny SegFormer trained on ``adult`` gives the cross-architecture
-alignment (activation correlation) and its own ``ssa`` Dice; two SAEs of the U-Net fitted on one cohort
-each give the cross-cohort alignment (decoder cosine).
+shifted acquisition: gamma, noise, blur, resampling). A BatchTopK SAE (64 latents, k = 4) is fitted at the
+U-Net's first block ``enc1`` on activations of both cohorts. The diff report ranks latents by differential
+reliance (log-ratio of the mean code, ``ssa`` vs ``adult``); :func:`select_intervention` (joint) scales the
+top ``m`` latents by ``(mean_adult / mean_ssa) ** s``, ``(m, s)`` chosen from ``{4, 8, 16, 32, 64} x {0.25,
+0.5, 1, 1.5}`` by the Dice of an ``ssa`` **calibration** split, subject to lowering the Dice of an ``adult``
+calibration split by at most 0.02. Every edit acts only where one of the two most ``ssa``-specific latents
+(largest firing log-ratio) fires: the diff report's detector of the shift.
+Everything is evaluated on held-out ``ssa`` images (disjoint from the calibration split): failures are
+images with lesion Dice < 0.5. Same-setting baselines (frozen weights, edits at the same site, same gate,
+same calibration split): no intervention; random latents of the same count ``m`` steered with the same
+strength ``s``; random latent orders with ``(m, s)`` tuned by the same calibration search. AdaBN
+(BatchNorm statistics re-estimated on unlabelled ``ssa`` calibration images) and fine-tuning on the
+labelled calibration images are reported beside them; they change weights. A tiny SegFormer trained on
+``adult`` gives the cross-architecture alignment (activation correlation) and its own ``ssa`` Dice; two
+SAEs of the U-Net fitted on one cohort each give the cross-cohort alignment (decoder cosine).
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ METHOD = "Med-SegLens (diff-selected latents)"
 SETTING = "frozen weights, latent edit"
 SITE, SEG_SITE = "enc1", "decode_head.linear_fuse"
 FAIL = 0.5
+GATE = 2
+MAX_DROP = 0.02
+RANDOM = "random latents, same m and strength"
+RANDOM_TUNED = "random latents, (m, strength) tuned"
 
 
 @dataclass(frozen=True)
@@ -55,14 +61,15 @@ class Plan:
     tuned_draws: int
     finetune_steps: int
     seeds: tuple[int, ...]
+    threads: int = 1
 
 
 def run(*, quick: bool, seed: int) -> BenchReport:
-    """Full: 480 images per cohort, 2 seeds, 5 + 3 random draws, SegFormer alignment. Quick: 200
-    images, one seed, 3 + 1 random draws, no SegFormer."""
+    """Full: 480 images per cohort, 2 seeds, 5 + 2 random draws, SegFormer alignment, 2 threads. Quick:
+    200 images, one seed, 3 + 1 random draws, no SegFormer, 1 thread."""
     if quick:
         return _report(Plan(200, 32, 48, 120, 0, 400, 3, 1, 40, (seed,)))
-    return _report(Plan(480, 64, 96, 200, 400, 1500, 5, 3, 60, (seed, seed + 1)))
+    return _report(Plan(480, 64, 96, 200, 300, 1500, 5, 2, 60, (seed, seed + 1), threads=2))
 
 
 def tour(*, quick: bool = True, seed: int = 0) -> BenchReport:
@@ -72,7 +79,7 @@ def tour(*, quick: bool = True, seed: int = 0) -> BenchReport:
 
 
 def _report(plan: Plan) -> BenchReport:
-    with pinned_threads(min(2, torch.get_num_threads())):
+    with pinned_threads(plan.threads):
         runs = [_one_seed(plan, s) for s in plan.seeds]
         extra = _alignment(plan, plan.seeds[0], runs[0].pop("net")) if plan.seg_steps else {}
     for r in runs:
@@ -167,19 +174,22 @@ def _one_seed(plan: Plan, seed: int) -> dict[str, Any]:
     }
     fail = clean < FAIL
     out["failures"] = int(fail.sum())
-    cfg = InterventionConfig()
+    cfg = InterventionConfig(gate=GATE, m_grid=[4, 8, 16, 32, 64], strengths=[0.25, 0.5, 1.0, 1.5])
     report = diff_report(
         net, sae, {"adult": (d["ref"].images, d["ref"].masks), "ssa": (d["cal"].images, d["cal"].masks)}
     )
     cal, ref = (d["cal"].images, d["cal"].masks), (d["ref"].images, d["ref"].masks)
     with Timer() as t_sel:
-        edits, trace = select_intervention(net, sae, report, "ssa", cal, cfg, reference_calibration=ref)
+        edits, trace = select_intervention(
+            net, sae, report, "ssa", cal, cfg, reference_calibration=ref, max_reference_drop=MAX_DROP
+        )
+    gate = report.gate_latents("ssa", cfg.gate)
     out["edits"] = {str(k): list(v) for k, v in edits.items()}
     out["trace"] = [{k: v for k, v in t.items() if k != "edit"} for t in trace]
     stats_t, stats_r = report.stats["ssa"], report.stats["adult"]
 
     def evaluate(model: Any, e: dict[int, tuple[str, float]] | None) -> dict[str, float]:
-        ctx = LatentIntervention(model, SITE, sae, e or {})
+        ctx = LatentIntervention(model, SITE, sae, e or {}, gate=gate)
         with ctx, Timer() as t:
             after = lesion_dice(predict_labels(model, ev.images), ev.masks)
         with ctx:
@@ -197,24 +207,33 @@ def _one_seed(plan: Plan, seed: int) -> dict[str, Any]:
     systems = out["systems"]
     systems["no intervention"] = evaluate(net, {})
     systems[METHOD] = evaluate(net, edits) | {"select_s": t_sel.seconds}
-    chosen = max(trace, key=lambda t: t["gain"]) if edits else {"m": 0, "strength": 0.0}
+    chosen = next((t for t in trace if t["kept"]), {"m": 0, "strength": 0.0})
     out["chosen"] = chosen
-    alive = torch.nonzero(stats_t.mean > 0).flatten()
+    out["gate"] = gate
+    alive = [j for j in torch.nonzero(stats_t.mean > 0).flatten().tolist() if j not in gate]
     gen = torch.Generator().manual_seed(1000 + seed)
     draws = []
     for _ in range(plan.transfer_draws):
-        pick = alive[torch.randperm(len(alive), generator=gen)[: chosen["m"]]].tolist()
+        pick = [alive[i] for i in torch.randperm(len(alive), generator=gen)[: chosen["m"]].tolist()]
         draws.append(evaluate(net, {j: matched_scale(j, stats_t, stats_r, chosen["strength"]) for j in pick}))
-    systems["random latents, same m and strength"] = _mean(draws)
+    systems[RANDOM] = _mean(draws)
     draws = []
     for _ in range(plan.tuned_draws):
-        order = alive[torch.randperm(len(alive), generator=gen)].tolist()
+        order = [alive[i] for i in torch.randperm(len(alive), generator=gen).tolist()]
         e, _ = select_intervention(
-            net, sae, report, "ssa", cal, cfg, candidates=order, reference_calibration=ref
+            net,
+            sae,
+            report,
+            "ssa",
+            cal,
+            cfg,
+            candidates=order,
+            reference_calibration=ref,
+            max_reference_drop=MAX_DROP,
         )
         draws.append(evaluate(net, e))
     if draws:
-        systems["random latents, (m, strength) tuned"] = _mean(draws)
+        systems[RANDOM_TUNED] = _mean(draws)
     systems["AdaBN (unlabelled ssa cal.)"] = evaluate(bm.adabn(net, d["cal"].images), {})
     tuned = bm.finetune(net, d["cal"].images, d["cal"].masks, steps=plan.finetune_steps, seed=seed)
     systems["fine-tune (labelled ssa cal.)"] = evaluate(tuned, {})

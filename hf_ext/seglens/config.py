@@ -127,6 +127,9 @@ class InterventionConfig:
             Multiplicative edits ``z_j * gamma`` tried (``0`` is ablation).
         shifts (`list[float]`, *optional*, defaults to `[-2, -1, -0.5, 0.5, 1, 2]`):
             Additive edits ``z_j + alpha * sigma_j`` tried, in units of the latent's standard deviation.
+        gate (`int`, *optional*, defaults to `0`):
+            Edit only the positions where one of the ``gate`` most target-specific latents (largest
+            positive firing log-ratio) fires; ``0`` edits every position.
         failure_dice (`float`, *optional*, defaults to `0.5`):
             An image whose lesion Dice is below this is a failure; recovered when it reaches it.
         min_gain (`float`, *optional*, defaults to `1e-3`):
@@ -157,6 +160,7 @@ class InterventionConfig:
         default_factory=lambda: [-2.0, -1.0, -0.5, 0.5, 1.0, 2.0],
         metadata={"help": "Additive edits tried, in latent standard deviations."},
     )
+    gate: int = field(default=0, metadata={"help": "Gate edits by the top-n target-specific latents."})
     failure_dice: float = field(default=0.5, metadata={"help": "Lesion Dice below which an image fails."})
     min_gain: float = field(default=1e-3, metadata={"help": "Smallest calibration gain to keep an edit."})
     eps: float = field(default=1e-3, metadata={"help": "Smoothing of the firing log-ratio."})
@@ -171,6 +175,7 @@ class InterventionConfig:
         self.top_m = check_int("top_m", self.top_m, low=1)
         self.scales = check_sequence("scales", self.scales, lambda n, v: check_float(n, v, low=0))
         self.shifts = check_sequence("shifts", self.shifts, check_float)
+        self.gate = check_int("gate", self.gate, low=0)
         self.failure_dice = check_probability("failure_dice", self.failure_dice)
         self.min_gain = check_float("min_gain", self.min_gain, low=0)
         self.eps = check_float("eps", self.eps, low=0, low_open=True)

@@ -108,6 +108,15 @@ class DiffReport:
         score = (self.log_ratio if by == "frequency" else self.mean_log_ratio)[cohort]
         return torch.argsort(score.abs(), descending=True, stable=True).tolist()
 
+    def gate_latents(self, cohort: str, n: int) -> list[int]:
+        """The ``n`` latents that fire most specifically on ``cohort`` (largest positive firing log-ratio
+        against the reference), the gate of :class:`LatentIntervention` [reconstructed]."""
+        if cohort not in self.log_ratio:
+            raise KeyError(f"`cohort` must be one of {sorted(self.log_ratio)}, got {cohort!r}")
+        score = self.log_ratio[cohort]
+        order = torch.argsort(score, descending=True, stable=True).tolist()
+        return [j for j in order if float(score[j]) > 0][:n]
+
     def to_markdown(self, top: int = 8) -> str:
         """A markdown summary: Dice per cohort, then the top latents of each compared cohort."""
         lines = ["| cohort | lesion Dice |", "|---|---|"]
@@ -171,10 +180,16 @@ def diff_report(
 
 
 def edited_dice(
-    model: nn.Module, sae: SparseAutoencoder, edits: dict[int, Any], images: torch.Tensor, masks: torch.Tensor
+    model: nn.Module,
+    sae: SparseAutoencoder,
+    edits: dict[int, Any],
+    images: torch.Tensor,
+    masks: torch.Tensor,
+    gate: list[int] | None = None,
 ) -> torch.Tensor:
-    """Per-image lesion Dice ``(B,)`` of ``model`` with ``edits`` applied at ``sae.site``."""
-    with LatentIntervention(model, sae.site, sae, edits):
+    """Per-image lesion Dice ``(B,)`` of ``model`` with ``edits`` applied at ``sae.site`` (only where a
+    ``gate`` latent fires, when given)."""
+    with LatentIntervention(model, sae.site, sae, edits, gate=gate):
         return core.lesion_dice(predict_labels(model, images), masks)
 
 
@@ -199,7 +214,9 @@ def select_intervention(
     by ``scales``; add ``shifts`` times its standard deviation on ``target``; match the reference mean) on
     top of the edits kept so far. Either way an edit set is kept only when it raises the calibration Dice by
     at least ``min_gain`` and, when ``reference_calibration`` is given, lowers the reference Dice by at
-    most ``max_reference_drop``. The evaluation images must be disjoint from ``calibration``.
+    most ``max_reference_drop``. With ``config.gate = g > 0`` every edit acts only where one of the ``g``
+    most ``target``-specific latents fires (:meth:`DiffReport.gate_latents`). The evaluation images must be
+    disjoint from ``calibration``.
 
     Returns:
         ``(edits, trace)``: the edits for :class:`LatentIntervention`, and one dict per tried setting.
@@ -210,6 +227,7 @@ def select_intervention(
         raise KeyError(f"`target` must be one of {sorted(report.log_ratio)}, got {target!r}")
     order = report.ranking(target, by=cfg.rank_by) if candidates is None else list(candidates)
     st_t, st_r = report.stats[target], report.stats[report.reference]
+    gate = report.gate_latents(target, cfg.gate) if cfg.gate else None
     x, y = calibration
     base = float(edited_dice(model, sae, {}, x, y).mean())
     ref_base = (
@@ -222,7 +240,7 @@ def select_intervention(
         if reference_calibration is None or ref_base is None:
             return True
         return (
-            float(edited_dice(model, sae, edits, *reference_calibration).mean())
+            float(edited_dice(model, sae, edits, *reference_calibration, gate).mean())
             >= ref_base - max_reference_drop
         )
 
@@ -232,10 +250,12 @@ def select_intervention(
         for m in cfg.m_grid:
             for strength in cfg.strengths:
                 edits = {j: matched_scale(j, st_t, st_r, strength) for j in order[:m]}
-                dice = float(edited_dice(model, sae, edits, x, y).mean())
-                trace.append({"m": m, "strength": strength, "gain": dice - base})
+                dice = float(edited_dice(model, sae, edits, x, y, gate).mean())
+                trace.append({"m": m, "strength": strength, "gain": dice - base, "kept": False})
                 if dice >= best[0] and harmless(edits):
                     best = (dice, edits)
+                    for t in trace:
+                        t["kept"] = t is trace[-1]
         return best[1], trace
     kept: dict[int, tuple[str, float]] = {}
     for j in order[: cfg.top_m]:
@@ -243,7 +263,12 @@ def select_intervention(
         for rule, coef in grid_edits(cfg, match=float(st_t.mean[j]) > 0):
             edit = edit_for(rule, coef, j, st_t, st_r)
             scored.append(
-                (float(edited_dice(model, sae, {**kept, j: edit}, x, y).mean()) - base, rule, coef, edit)
+                (
+                    float(edited_dice(model, sae, {**kept, j: edit}, x, y, gate).mean()) - base,
+                    rule,
+                    coef,
+                    edit,
+                )
             )
         gain, rule, coef, edit = max(scored, key=lambda t: t[0])
         keep = gain >= cfg.min_gain and harmless({**kept, j: edit})

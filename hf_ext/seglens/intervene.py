@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -31,6 +31,9 @@ class LatentIntervention:
         edits: ``{latent: ("scale", g) | ("add", a) | ("clamp", v) | "ablate"}``; ``("scale", 0)`` ablates,
             ``("add", a)`` steers, ``("clamp", v)`` sets the code everywhere.
         where: optional bool mask ``(B, H, W)`` at the site's grid; only those positions are edited.
+        gate: optional latents; only the positions where at least one of them fires are edited (with
+            ``where``: both must hold). The diff report's population-specific latents
+            (:meth:`DiffReport.gate_latents`) make it a detector of the shifted cohort [reconstructed].
         keep_error: keep the SAE error term (default). ``False`` replaces the activation by the edited
             reconstruction ``a_hat(z')`` alone (with no edits: the "spliced" model that measures how much
             of the model's behaviour the SAE captures).
@@ -60,6 +63,7 @@ class LatentIntervention:
         edits: Mapping[int, Any],
         *,
         where: torch.Tensor | None = None,
+        gate: Sequence[int] | None = None,
         keep_error: bool = True,
     ) -> None:
         self.module = resolve_site(model, site)
@@ -67,6 +71,9 @@ class LatentIntervention:
         self.site, self.sae = site, sae
         self.edits = core.check_edits(edits, sae.n_latents)
         self.where = where
+        self.gate = [int(j) for j in gate or ()]
+        if any(not 0 <= j < sae.n_latents for j in self.gate):
+            raise ValueError(f"`gate` latents must lie in [0, {sae.n_latents}), got {list(gate or ())}")
         self.keep_error = check_bool("keep_error", keep_error)
         self._handle: Any = None
 
@@ -84,12 +91,36 @@ class LatentIntervention:
                 raise ValueError(
                     f"`where` must hold one flag per site position ({rows.shape[0]}), got {where.shape[0]}"
                 )
+        if self.keep_error and not self.edits:
+            return output
+        if self.gate:
+            g = self._codes(rows, self.gate) > 0
+            fires = g.any(1)
+            where = fires if where is None else where & fires
+        if self.keep_error and self.sae.default_mode() != "topk":
+            # Per-latent codes: only the edited latents' columns change the activation.
+            latents = list(self.edits)
+            z = self._codes(rows, latents)
+            local = {i: self.edits[j] for i, j in enumerate(latents)}
+            z_new = core.apply_edits(z, local, where)
+            return self._replace(
+                output, a + from_rows(self.sae.decode_delta(z, z_new, latents).to(a.dtype), a)
+            )
         z = self.sae.encode(rows)
         z_new = core.apply_edits(z, self.edits, where)
         if self.keep_error:
             edited = a + from_rows(self.sae.decode_delta(z, z_new).to(a.dtype), a)
         else:
             edited = from_rows(self.sae.decode(z_new).to(a.dtype), a)
+        return self._replace(output, edited)
+
+    def _codes(self, rows: torch.Tensor, latents: list[int]) -> torch.Tensor:
+        if self.sae.default_mode() == "topk":
+            return self.sae.encode(rows)[:, latents]
+        return self.sae.encode_latents(rows, latents)
+
+    @staticmethod
+    def _replace(output: Any, edited: torch.Tensor) -> Any:
         return (edited, *output[1:]) if isinstance(output, tuple) else edited
 
     def __enter__(self) -> LatentIntervention:

@@ -123,14 +123,33 @@ class SparseAutoencoder(nn.Module):
         h = core.pre_codes(self._normalise(a), self.W_enc, self.b_enc, self.b_dec)
         return self._codes(h, mode or self.default_mode())
 
+    def encode_latents(self, a: torch.Tensor, latents: list[int]) -> torch.Tensor:
+        """Codes ``(M, len(latents))`` of the chosen latents only, for the per-latent inference modes
+        (``threshold``, ``relu``): each code depends on its own latent alone, so the others are skipped.
+
+        Raises:
+            ValueError: the SAE encodes with ``topk`` (its codes compete within a row).
+        """
+        self._require_fitted()
+        mode = self.default_mode()
+        if mode not in ("threshold", "relu"):
+            raise ValueError(f"`encode_latents` needs a per-latent mode (threshold or relu), got {mode!r}")
+        idx = torch.as_tensor(latents, dtype=torch.long)
+        h = core.pre_codes(self._normalise(self._check(a)), self.W_enc[idx], self.b_enc[idx], self.b_dec)
+        return self._codes(h, mode)
+
     def decode(self, z: torch.Tensor) -> torch.Tensor:
         """Reconstruction ``(M, d_in)`` in original units from codes ``z`` ``(M, n_latents)``."""
         self._require_fitted()
         return (z @ self.W_dec.T + self.b_dec) * self.scale + self.mean
 
-    def decode_delta(self, z: torch.Tensor, z_new: torch.Tensor) -> torch.Tensor:
-        """Activation change of the error-preserving edit ``z -> z_new`` (see ``core.edit_delta``)."""
-        return core.edit_delta(z, z_new, self.W_dec, self.scale)
+    def decode_delta(
+        self, z: torch.Tensor, z_new: torch.Tensor, latents: list[int] | None = None
+    ) -> torch.Tensor:
+        """Activation change of the error-preserving edit ``z -> z_new`` (see ``core.edit_delta``); with
+        ``latents``, ``z`` and ``z_new`` hold those latents' columns only."""
+        W = self.W_dec if latents is None else self.W_dec[:, torch.as_tensor(latents, dtype=torch.long)]
+        return core.edit_delta(z, z_new, W, self.scale)
 
     def forward(self, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(a_hat, z)`` for rows ``a``."""

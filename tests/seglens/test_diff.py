@@ -74,3 +74,19 @@ def test_select_intervention_never_lowers_the_calibration_dice(setup, strategy):
         select_intervention(model, sae, rep, "adult", cohorts["ssa"], cfg)
     with pytest.raises(ValueError, match="`max_reference_drop`"):
         select_intervention(model, sae, rep, "ssa", cohorts["ssa"], cfg, max_reference_drop=-1.0)
+
+
+def test_gate_latents_fire_more_on_the_target(setup):
+    model, sae, cohorts = setup
+    rep = diff_report(model, sae, cohorts, ablate_top=0)
+    gate = rep.gate_latents("ssa", 3)
+    assert len(gate) <= 3 and all(float(rep.log_ratio["ssa"][j]) > 0 for j in gate)
+    assert gate == sorted(gate, key=lambda j: -float(rep.log_ratio["ssa"][j]))
+    with pytest.raises(KeyError, match="cohort"):
+        rep.gate_latents("nope", 1)
+    cfg = InterventionConfig(gate=2, m_grid=[2], strengths=[1.0])
+    edits, _ = select_intervention(model, sae, rep, "ssa", cohorts["ssa"], cfg)
+    base = edited_dice(model, sae, {}, *cohorts["ssa"]).mean()
+    assert edited_dice(model, sae, edits, *cohorts["ssa"], rep.gate_latents("ssa", 2)).mean() >= base
+    with pytest.raises(ValueError, match="`gate`"):
+        InterventionConfig(gate=-1)

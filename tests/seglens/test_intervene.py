@@ -126,3 +126,31 @@ def test_bad_interventions_raise(segformer, unet, images):
     ):
         _logits(segformer, images)
     assert _hook_counts(segformer) == before
+
+
+def test_gate_edits_only_where_a_gate_latent_fires(unet, images):
+    sae = fitted_sae(unet, "mid", images)
+    a = to_rows(_site(unet, images, "mid"))
+    z = sae.encode(a)
+    assert torch.allclose(sae.encode_latents(a, [3, 7]), z[:, [3, 7]], atol=1e-6)
+    g = int((z > 0).float().mean(0).sub(0.5).abs().argmin())  # a latent firing at some positions only
+    fires = z[:, g] > 0
+    assert fires.any() and not fires.all()
+    with LatentIntervention(unet, "mid", sae, edits={5: ("add", 1.5)}, gate=[g]):
+        delta = to_rows(_site(unet, images, "mid")) - a
+    step = 1.5 * sae.W_dec[:, 5] * sae.scale
+    assert torch.allclose(delta[fires], step.expand(int(fires.sum()), -1), atol=1e-5)
+    assert delta[~fires].eq(0).all()
+    with pytest.raises(ValueError, match="`gate`"):
+        LatentIntervention(unet, "mid", sae, {5: "ablate"}, gate=[sae.n_latents])
+
+
+def test_topk_sae_cannot_encode_single_latents(unet, images):
+    sae = fitted_sae(unet, "mid", images, variant="topk")
+    a = to_rows(_site(unet, images, "mid"))
+    with pytest.raises(ValueError, match="encode_latents"):
+        sae.encode_latents(a, [0])
+    with LatentIntervention(unet, "mid", sae, edits={2: ("scale", 2.0)}):
+        delta = to_rows(_site(unet, images, "mid")) - a
+    z = sae.encode(a)
+    assert torch.allclose(delta, torch.outer(z[:, 2], sae.W_dec[:, 2]) * sae.scale, atol=1e-5)
