@@ -84,7 +84,8 @@ def align_saes(
     (bilinear) and correlates every latent pair over all positions (Pearson).
 
     Args:
-        sae_a, sae_b: fitted SAEs (their ``site`` names the hooked modules).
+        sae_a: a fitted SAE (its ``site`` names the hooked module).
+        sae_b: the other fitted SAE.
         method: ``"decoder_cosine"`` or ``"activation_correlation"``.
         models: the models ``sae_a`` and ``sae_b`` read (``activation_correlation`` only).
         images: shared images (``activation_correlation`` only).
