@@ -17,26 +17,14 @@ def _seed_and_one_thread() -> Iterator[None]:
         yield
 
 
-def tiny_segformer4(seed: int = 0, num_channels: int = 1):
-    """The 4-stage tiny SegFormer (hidden sizes 16/32/48/64, decoder 32): ``segformer.stages.2`` gives
-    ``(B, 48, H/16, W/16)`` and ``decode_head.linear_fuse`` ``(B, 32, H/4, W/4)``."""
-    tf = pytest.importorskip("transformers")
-    config = tf.SegformerConfig(
-        num_channels=num_channels,
-        hidden_sizes=[16, 32, 48, 64],
-        depths=[1, 1, 1, 1],
-        num_attention_heads=[1, 1, 2, 2],
-        sr_ratios=[8, 4, 2, 1],
-        decoder_hidden_size=32,
-        num_labels=3,
-    )
-    torch.manual_seed(seed)
-    return tf.SegformerForSemanticSegmentation(config).eval()
-
-
 @pytest.fixture
 def segformer():
-    return tiny_segformer4()
+    """The benchmark's 4-stage tiny SegFormer: ``segformer.stages.2`` gives ``(B, 48, H/16, W/16)`` and
+    ``decode_head.linear_fuse`` ``(B, 32, H/4, W/4)``."""
+    pytest.importorskip("transformers")
+    from hf_ext.seglens._bench_models import segformer as build
+
+    return build(seed=0).eval()
 
 
 @pytest.fixture
