@@ -84,7 +84,8 @@ METHOD = MethodInfo(
     reconstructed=(
         "LFQ tokenizer details (MAGVIT-v2 / vector-quantize-pytorch LFQ defaults: entropy weight 0.1, "
         "commitment 0.25, inverse temperature 100, diversity gamma 1); GAN and perceptual losses left out",
-        "sequence layout `[text][view 0][view 1..V-1]` with token + view + 2-D position + segment embeddings, "
+        "sequence layout `[text][view 0][view 1..V-1]` with token + view + 2-D position + segment "
+        "embeddings, "
         "one table of size T_text + K + 1, an output head of exactly K logits",
         "training schedule: r ~ U(0, 1), ratio cos(pi/2 r), max(1, ceil(ratio N_tgt)) masked positions drawn "
         "jointly over the target views (MaskGIT-style)",

@@ -1,4 +1,4 @@
-"""The model zoo's training blocks: parallel over joblib workers with the one-worker result, and bad settings."""
+"""The model zoo's training blocks: parallel over joblib workers with the one-worker result; bad settings."""
 
 from __future__ import annotations
 
