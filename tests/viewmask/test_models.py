@@ -7,34 +7,13 @@ import torch
 
 from hf_ext.testing import requires
 
+from .conftest import tiny_transformer, tiny_vq
+
 pytestmark = requires("diffusers")
 
 
-def _tiny_vq():
-    from hf_ext.diffusers.viewmask import LFQAutoencoder
-
-    torch.manual_seed(0)
-    return LFQAutoencoder(codebook_bits=4, downsample=4, hidden_channels=16)
-
-
-def _tiny_transformer(**kw):
-    from hf_ext.diffusers.viewmask import ViewMaskTransformer
-
-    torch.manual_seed(0)
-    args = dict(
-        num_views=4,
-        tokens_per_view=4,
-        codebook_size=16,
-        hidden_size=16,
-        num_layers=1,
-        num_heads=2,
-        mlp_size=32,
-    )
-    return ViewMaskTransformer(**{**args, **kw})
-
-
 def test_autoencoder_shapes_and_straight_through_reconstruction():
-    vq = _tiny_vq()
+    vq = tiny_vq()
     x = torch.rand(2, 3, 8, 8) * 2 - 1
     out = vq(x)
     assert out.sample.shape == x.shape and out.indices.shape == (2, 2, 2)
@@ -49,7 +28,7 @@ def test_autoencoder_shapes_and_straight_through_reconstruction():
 def test_autoencoder_save_load_round_trip(tmp_path):
     from hf_ext.diffusers.viewmask import LFQAutoencoder
 
-    vq = _tiny_vq()
+    vq = tiny_vq()
     vq.save_pretrained(tmp_path / "vq")
     back = LFQAutoencoder.from_pretrained(tmp_path / "vq")
     x = torch.rand(1, 3, 8, 8) * 2 - 1
@@ -60,7 +39,7 @@ def test_autoencoder_save_load_round_trip(tmp_path):
 
 
 def test_transformer_head_emits_exactly_k_logits_and_shared_table():
-    model = _tiny_transformer(text_vocab_size=5, max_text_length=3)
+    model = tiny_transformer(text_vocab_size=5, max_text_length=3)
     assert model.token_embed.num_embeddings == 5 + 16 + 1  # words, codes, [MASK]
     assert model.head.out_features == 16 and model.mask_token_id == 16
     ids = torch.full((2, 16), 16)
@@ -75,7 +54,7 @@ def test_transformer_head_emits_exactly_k_logits_and_shared_table():
 
 
 def test_view_ids_change_the_output():
-    model = _tiny_transformer()
+    model = tiny_transformer()
     ids = torch.randint(0, 17, (1, 8), generator=torch.Generator().manual_seed(0))
     a = model(ids, view_ids=torch.tensor([0, 1])).logits
     b = model(ids, view_ids=torch.tensor([0, 2])).logits
@@ -85,7 +64,7 @@ def test_view_ids_change_the_output():
 def test_transformer_save_load_round_trip(tmp_path):
     from hf_ext.diffusers.viewmask import ViewMaskTransformer
 
-    model = _tiny_transformer(text_vocab_size=4)
+    model = tiny_transformer(text_vocab_size=4)
     model.eval()  # from_pretrained returns eval mode (the encoder fast path)
     model.save_pretrained(tmp_path / "t")
     back = ViewMaskTransformer.from_pretrained(tmp_path / "t")
@@ -107,11 +86,11 @@ def test_transformer_save_load_round_trip(tmp_path):
 )
 def test_transformer_bad_config(kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
-        _tiny_transformer(**kwargs)
+        tiny_transformer(**kwargs)
 
 
 def test_transformer_bad_inputs():
-    model = _tiny_transformer()
+    model = tiny_transformer()
     with pytest.raises(ValueError, match=r"`image_tokens`.*\[0, 16\).*17"):
         model(torch.full((1, 16), 17))
     with pytest.raises(ValueError, match=r"`image_tokens` length.*tokens_per_view=4.*6"):
@@ -120,7 +99,7 @@ def test_transformer_bad_inputs():
         model(torch.zeros(1, 8, dtype=torch.long), view_ids=torch.tensor([4, 1]))
     with pytest.raises(ValueError, match="`text_ids`.*text_vocab_size=0"):
         model(torch.zeros(1, 8, dtype=torch.long), text_ids=torch.zeros(1, 2, dtype=torch.long))
-    texted = _tiny_transformer(text_vocab_size=4, max_text_length=2)
+    texted = tiny_transformer(text_vocab_size=4, max_text_length=2)
     with pytest.raises(ValueError, match=r"`text_ids` must lie in \[0, 4\).*9"):
         texted(torch.zeros(1, 8, dtype=torch.long), text_ids=torch.tensor([[9, 0]]))
     with pytest.raises(ValueError, match="max_text_length=2.*3"):
@@ -144,7 +123,7 @@ def test_autoencoder_bad_config(kwargs, pattern):
 
 
 def test_autoencoder_bad_inputs():
-    vq = _tiny_vq()
+    vq = tiny_vq()
     with pytest.raises(ValueError, match=r"`image`.*downsample=4.*\(10, 10\)"):
         vq.tokenize(torch.zeros(1, 3, 10, 10))
     with pytest.raises(ValueError, match=r"`image`.*3-channel.*\(1, 1, 8, 8\)"):

@@ -12,6 +12,8 @@ import torch
 from hf_ext.benchmarking import pinned_threads
 from hf_ext.testing import requires
 
+from .conftest import tiny_transformer, tiny_vq
+
 pytestmark = requires("diffusers", "transformers")
 
 K, P, V = 16, 4, 4  # codes, tokens per view (8x8 image, 4x downsampling), views
@@ -21,25 +23,18 @@ def _pipe(*, text=True, schedule="cosine"):
     from diffusers import AmusedScheduler
 
     from hf_ext.diffusers.viewmask import (
-        LFQAutoencoder,
         ViewMaskPipeline,
-        ViewMaskTransformer,
         viewmask_prompt_tokenizer,
     )
 
-    torch.manual_seed(0)
     tok = viewmask_prompt_tokenizer(6) if text else None
-    vq = LFQAutoencoder(codebook_bits=4, downsample=4, hidden_channels=16)
-    transformer = ViewMaskTransformer(
+    vq = tiny_vq()
+    transformer = tiny_transformer(
         num_views=V,
         tokens_per_view=P,
         codebook_size=K,
         text_vocab_size=len(tok) if text else 0,
         max_text_length=6,
-        hidden_size=16,
-        num_layers=1,
-        num_heads=2,
-        mlp_size=32,
     )
     pipe = ViewMaskPipeline(
         vqvae=vq,

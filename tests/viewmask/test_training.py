@@ -7,6 +7,8 @@ import torch
 
 from hf_ext.testing import requires
 
+from .conftest import tiny_transformer
+
 pytestmark = requires("diffusers")
 
 
@@ -49,21 +51,10 @@ def test_independent_batches_pair_view_zero_with_one_target():
 
 @pytest.mark.parametrize("sampling", ["joint", "independent"])
 def test_viewmask_training_runs_with_text_and_is_seeded(sampling):
-    from hf_ext.diffusers.viewmask import ViewMaskTrainingConfig, ViewMaskTransformer, train_viewmask
+    from hf_ext.diffusers.viewmask import ViewMaskTrainingConfig, train_viewmask
 
     def train():
-        torch.manual_seed(0)
-        model = ViewMaskTransformer(
-            num_views=4,
-            tokens_per_view=4,
-            codebook_size=8,
-            text_vocab_size=5,
-            max_text_length=3,
-            hidden_size=16,
-            num_layers=1,
-            num_heads=2,
-            mlp_size=32,
-        )
+        model = tiny_transformer(codebook_size=8, text_vocab_size=5, max_text_length=3)
         tokens = torch.randint(0, 8, (6, 4, 4), generator=torch.Generator().manual_seed(1))
         text = torch.randint(0, 5, (6, 3), generator=torch.Generator().manual_seed(2))
         cfg = ViewMaskTrainingConfig(steps=30, batch_size=4, view_sampling=sampling, seed=3)
@@ -77,19 +68,10 @@ def test_training_bad_inputs_and_configs():
     from hf_ext.diffusers.viewmask import (
         LFQTrainingConfig,
         ViewMaskTrainingConfig,
-        ViewMaskTransformer,
         train_viewmask,
     )
 
-    model = ViewMaskTransformer(
-        num_views=4,
-        tokens_per_view=4,
-        codebook_size=8,
-        hidden_size=16,
-        num_layers=1,
-        num_heads=2,
-        mlp_size=32,
-    )
+    model = tiny_transformer(codebook_size=8)
     with pytest.raises(ValueError, match=r"`view_tokens` must be \[N, 4, 4\].*\(2, 3, 4\)"):
         train_viewmask(model, torch.zeros(2, 3, 4, dtype=torch.long), ViewMaskTrainingConfig(steps=1))
     with pytest.raises(ValueError, match="`view_sampling`.*'pairs'"):
