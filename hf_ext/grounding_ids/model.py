@@ -4,8 +4,7 @@ from config, with a word-level tokenizer (an ``<image>`` special token, whitespa
 
 :func:`hf_ext.testing.tiny_llava` is the library's fixed smallest LLaVA for tests (width 16, no processor);
 this builder adds what the cue tools need: a ``LlavaProcessor`` whose tokenizer knows the prompt words, a
-configurable width, depth and image size, and eager attention for the attention maps. (Library code does
-not import ``hf_ext.testing``, so the word-level tokenizer is built here.)
+configurable width, depth and image size, and eager attention for the attention maps.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from hf_ext._tokenizers import word_level_tokenizer
 from hf_ext._validation import check_choice, check_int
 
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>", "<image>")
@@ -55,21 +55,18 @@ def tiny_grounding_vlm(
     """
     import torch
     import transformers as tf
-    from tokenizers import Tokenizer, models, pre_tokenizers
 
     image_size = check_int("image_size", image_size, low=1)
     patch_size = check_int("patch_size", patch_size, low=1, high=image_size)
     strategy = check_choice("strategy", strategy, ("full", "default"))  # type: ignore[assignment]
     attn_implementation = check_choice("attn_implementation", attn_implementation, ("eager", "sdpa"))
-    vocab = {t: i for i, t in enumerate(dict.fromkeys([*SPECIALS, *words]))}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok = tf.PreTrainedTokenizerFast(
-        tokenizer_object=core,
+    tok = word_level_tokenizer(
+        [*SPECIALS, *words],
+        unk_token="<unk>",
+        split="whitespace_split",
         pad_token="<pad>",
         bos_token="<bos>",
         eos_token="<eos>",
-        unk_token="<unk>",
         extra_special_tokens={"image_token": "<image>"},
     )
     image_processor = tf.CLIPImageProcessor(
@@ -92,7 +89,7 @@ def tiny_grounding_vlm(
         patch_size=patch_size,
     )
     text = tf.LlamaConfig(
-        vocab_size=len(vocab),
+        vocab_size=len(tok),
         hidden_size=hidden_size,
         intermediate_size=2 * hidden_size,
         num_hidden_layers=text_layers,
@@ -106,7 +103,7 @@ def tiny_grounding_vlm(
     config = tf.LlavaConfig(
         vision_config=vision,
         text_config=text,
-        image_token_index=vocab["<image>"],
+        image_token_index=tok.convert_tokens_to_ids("<image>"),
         vision_feature_layer=-1,
         vision_feature_select_strategy=strategy,
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from hf_ext._tokenizers import word_level_tokenizer
+
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 
 DEFAULT_WORDS: tuple[str, ...] = tuple(
@@ -28,14 +30,8 @@ def word_tokenizer(words: Sequence[str] = DEFAULT_WORDS, specials: Sequence[str]
         >>> tok("hello world")["input_ids"]
         [4, 5]
     """
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {t: i for i, t in enumerate(dict.fromkeys([*specials, *words]))}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>", unk_token="<unk>"
+    tok = word_level_tokenizer(
+        [*specials, *words], unk_token="<unk>", pad_token="<pad>", bos_token="<bos>", eos_token="<eos>"
     )
     tok.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
     return tok

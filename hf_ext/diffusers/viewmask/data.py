@@ -143,12 +143,8 @@ def viewmask_prompt_tokenizer(max_length: int = 12) -> Any:
     Built in code from a ``tokenizers`` ``WordLevel`` model (no hub download); ``[PAD]`` is id 0 and
     ``[UNK]`` id 1. Save it with the pipeline (``save_pretrained``) like any tokenizer.
     """
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+    from hf_ext._tokenizers import word_level_tokenizer
 
-    vocab = {word: i for i, word in enumerate(PROMPT_WORDS)}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    core.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", model_max_length=max_length
+    return word_level_tokenizer(
+        PROMPT_WORDS, unk_token="[UNK]", pad_token="[PAD]", model_max_length=max_length
     )
