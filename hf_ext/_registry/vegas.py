@@ -16,7 +16,9 @@ METHOD = MethodInfo(
         "InPlaceCache": "hf_ext.generation.vegas.cache",
         "gather_kv": "hf_ext.kernels.gathered_attention",
         "gathered_decode_attention": "hf_ext.kernels.gathered_attention",
+        "chunk_attention": "hf_ext.kernels.chunk_attention",
         "verify_importance": "hf_ext.kernels.importance",
+        "importance_from_logits": "hf_ext.kernels.importance",
         "masked_topk": "hf_ext.kernels.importance",
         "page_minmax": "hf_ext.kernels.quest",
         "quest_page_scores": "hf_ext.kernels.quest",
@@ -43,6 +45,8 @@ METHOD = MethodInfo(
         "compact draft buffer gathered once per verify (vLLM reads through a page table)",
         "batch > 1 with per-row lengths on the preallocated cache; ragged rows are masked (vLLM slot "
         "rollback)",
+        "on CPU the verify's attention and its score rows come from one C kernel (chunk_attention; the "
+        "paper fuses the scores into its GPU attention kernel)",
     ),
     note=(
         "Lossless: greedy output equals generate(do_sample=False); sampling uses the speculative "

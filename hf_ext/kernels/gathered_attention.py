@@ -103,12 +103,13 @@ def _reference_gather_kv(
     k_c = k.new_empty(b, h, capacity, d)
     v_c = v.new_empty(b, h, capacity, d)
     safe = idx.clamp(min=0)  # padding rows copy position 0; they are never attended
-    # One index_select per row over dim 0 of its [N, H, D] view: 5x faster than one batched gather on CPU,
-    # and, on a cache slice ``[:, :, :N]`` of a longer buffer, 12x faster than selecting over dim 1 (which
-    # copies the whole strided row first).
+    # One index_select per (row, head) over dim 0 of its contiguous [N, D] slice, written in place: on a cache
+    # slice ``[:, :, :N]`` of a longer buffer, selecting over dim 1 copies the whole strided row first (12x
+    # slower), and a per-row select over the transposed [N, H, D] view is 1.3x slower (measured, 2 threads).
     for row in range(b):
-        k_c[row, :, :n] = k[row].transpose(0, 1).index_select(0, safe[row]).transpose(0, 1)
-        v_c[row, :, :n] = v[row].transpose(0, 1).index_select(0, safe[row]).transpose(0, 1)
+        for head in range(h):
+            torch.index_select(k[row, head], 0, safe[row], out=k_c[row, head, :n])
+            torch.index_select(v[row, head], 0, safe[row], out=v_c[row, head, :n])
     return k_c, v_c
 
 
@@ -238,6 +239,24 @@ def _reference_gathered_decode_attention(
     lse = torch.logsumexp(logits, dim=-1)
     out = torch.matmul(torch.exp(logits - lse[..., None]), vs.float())  # [B, H_kv, G, D]
     return out.reshape(b, h_q, 1, d).to(q.dtype), lse.reshape(b, h_q)
+
+
+def _cpu_compact_decode_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, lengths: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Compact mode on CPU in fp32 through ATen's fused flash kernel, which also returns the LSE: one
+    pass over the buffer instead of the reference's matmul, logsumexp, exp and matmul (2x faster, measured
+    at 8 rows x 2.3k entries). The ``G`` query heads of a KV head are its ``G`` query rows."""
+    b, h_q, _, d = q.shape
+    h_kv, n = k.shape[1], int(lengths.max())
+    mask = None
+    if int(lengths.min()) < n:
+        hidden = torch.arange(n, device=k.device)[None] >= lengths[:, None]
+        mask = q.new_zeros(b, 1, 1, n).masked_fill(hidden[:, None, None], float("-inf"))
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        q.view(b, h_kv, h_q // h_kv, d), k[:, :, :n], v[:, :, :n], attn_mask=mask, scale=scale
+    )
+    return out.reshape(b, h_q, 1, d), lse.reshape(b, h_q)
 
 
 @functools.cache
@@ -414,4 +433,6 @@ def gathered_decode_attention(
     if resolve_backend(backend, q, k, v) == "triton":
         check_triton_sizes(D=q.shape[-1])
         return _triton_gathered_decode_attention(q, k, v, idx, scale, lengths)
+    if lengths is not None and q.device.type == "cpu" and q.dtype == k.dtype == v.dtype == torch.float32:
+        return _cpu_compact_decode_attention(q, k, v, scale, lengths)
     return _reference_gathered_decode_attention(q, k, v, idx, scale, lengths)

@@ -200,6 +200,46 @@ def _triton_verify_importance(
     return out
 
 
+def importance_from_logits(
+    logits: torch.Tensor, lse: torch.Tensor, valid_len: torch.Tensor, mode: str = "weight"
+) -> torch.Tensor:
+    """:func:`verify_importance` from score rows the verify's attention already computed (the paper's fusion:
+    no second read of the keys).
+
+    Args:
+        logits: Scaled logits of the score rows ``[B, H_q, R, n]`` (``-inf`` where a row does not see), as
+            :func:`hf_ext.kernels.chunk_attention.chunk_attention` returns them.
+        lse: Those rows' logsumexp over what each sees, ``[B, H_q, R]``.
+        valid_len: ``[B]`` int positions to score per row (each ``<= n``).
+        mode: ``"weight"`` or ``"logit"``.
+
+    Returns:
+        ``[B, max(valid_len)]`` fp32: the mean over heads and rows, ``-inf`` at or past a row's ``valid_len``.
+
+    Example:
+        >>> logits = torch.tensor([0.0, 1.0]).view(1, 1, 1, 2)
+        >>> lse = torch.logsumexp(logits, dim=-1)
+        >>> [round(x, 4) for x in importance_from_logits(logits, lse, torch.tensor([2]))[0].tolist()]
+        [0.2689, 0.7311]
+    """
+    if mode not in MODES:
+        raise ValueError(f"`mode` must be one of {MODES}, got {mode!r}.")
+    if logits.dim() != 4 or lse.shape != logits.shape[:3] or valid_len.shape != (logits.shape[0],):
+        raise ValueError(
+            f"`logits` [B, H_q, R, n], `lse` [B, H_q, R] and `valid_len` [B] must agree, got "
+            f"{tuple(logits.shape)}, {tuple(lse.shape)} and {tuple(valid_len.shape)}."
+        )
+    width = int(valid_len.max())
+    if width > logits.shape[-1] or int(valid_len.min()) < 1:
+        raise ValueError(f"`valid_len` must lie in [1, {logits.shape[-1]}], got {valid_len.tolist()}.")
+    part = logits[..., :width].float()
+    imp = (torch.exp(part - lse[..., None]) if mode == "weight" else part).mean(dim=(1, 2))
+    if int(valid_len.min()) < width:
+        pos = torch.arange(width, device=logits.device)
+        imp = imp.masked_fill(pos[None] >= valid_len[:, None], float("-inf"))
+    return imp
+
+
 def verify_importance(
     q_rows: torch.Tensor,
     k: torch.Tensor,

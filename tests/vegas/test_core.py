@@ -10,10 +10,12 @@ from hf_ext.generation.vegas.core import (
     QuestPages,
     budget,
     greedy_accept,
+    score_row_index,
     score_rows,
     speculative_accept,
     streamingllm_indices,
     vegas_indices,
+    vegas_indices_from_scores,
 )
 
 
@@ -44,6 +46,30 @@ def test_score_rows_entries():
     assert score_rows(q[:, :, :1], [0]).flatten().tolist() == [0.0]  # entry 1
     q2 = torch.arange(10.0).view(2, 1, 5, 1)  # ragged batch: row 1 drafted 2 tokens (last real row 2)
     assert score_rows(q2, [4, 2]).flatten().tolist() == [0.0, 4.0, 5.0, 7.0]
+
+
+@pytest.mark.parametrize("mode", ["weight", "logit"])
+@pytest.mark.parametrize("backend", ["auto", "torch"])
+def test_selection_from_the_verify_scores_equals_the_separate_pass(mode, backend):
+    from hf_ext.kernels.chunk_attention import chunk_attention
+
+    g = torch.Generator().manual_seed(2)
+    q, k = torch.randn(3, 4, 5, 8, generator=g), torch.randn(3, 2, 40, 8, generator=g)
+    n_keys, last, budgets = [40, 37, 38], [4, 1, 0], [6, 5, 6]  # ragged rows; the third drafted nothing
+    valid = [n - 5 + 1 for n in n_keys]
+    q[1, :, 2:] = 0.0  # a row's padded chunk rows are ignored by its scores
+    rows = score_row_index(5, last, 3)
+    _, lse, logits = chunk_attention(
+        q, k, k, torch.tensor(n_keys), scale=0.3, score_rows=rows, backend=backend
+    )
+    assert logits is not None
+    fused = vegas_indices_from_scores(logits, lse.gather(2, rows[:, None].expand(-1, 4, -1)), valid_len=valid,
+                                      budgets=budgets, mode=mode, backend="torch")  # fmt: skip
+    for b in range(3):  # each row against the separate pass over its own cache, decoded alone
+        alone = vegas_indices(q[b : b + 1, :, : last[b] + 1], k[b : b + 1, :, : valid[b] + last[b]],
+                              last=[last[b]], valid_len=[valid[b]], budgets=[budgets[b]], scale=0.3,
+                              mode=mode, backend="torch")  # fmt: skip
+        assert fused[b, : budgets[b]].tolist() == alone[0].tolist()
 
 
 def test_vegas_indices_never_select_the_tail():

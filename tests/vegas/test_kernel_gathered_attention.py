@@ -52,6 +52,22 @@ def test_full_index_equals_sdpa():
     torch.testing.assert_close(compact, ref, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize(("b", "hq", "hkv", "d", "n", "m"), SHAPES)
+def test_cpu_fused_compact_path_equals_the_reference(b, hq, hkv, d, n, m):
+    from hf_ext.kernels.gathered_attention import _reference_gathered_decode_attention
+
+    q, k, v, _ = _inputs(b, hq, hkv, d, n)
+    lengths = torch.tensor([m] + [max(1, m - 3 * i) for i in range(1, b)])  # ragged rows in [1, m]
+    fused = gathered_decode_attention(q, k, v, None, scale=0.3, length=lengths, backend="torch")
+    ref = _reference_gathered_decode_attention(q, k, v, None, 0.3, lengths)
+    torch.testing.assert_close(fused[0], ref[0], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(fused[1], ref[1], atol=1e-5, rtol=1e-6)
+    half = gathered_decode_attention(
+        q.bfloat16(), k.bfloat16(), v.bfloat16(), None, scale=0.3, length=lengths
+    )
+    assert half[0].dtype == torch.bfloat16 and torch.isfinite(half[0].float()).all()
+
+
 def test_permutation_and_outside_positions():
     q, k, v = _qkv()
     idx = torch.tensor([[3, 7, 11, 40]])

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from hf_ext.kernels.importance import masked_topk, verify_importance
+from hf_ext.kernels.importance import importance_from_logits, masked_topk, verify_importance
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -42,6 +42,31 @@ def test_matches_masked_softmax_and_rows_sum_to_one():
     torch.testing.assert_close(imp, _softmax_rows_mean(q_rows, k, 24, 0.4), atol=1e-6, rtol=0)
     one_row = verify_importance(q_rows[:, :, :1], k, 24, scale=0.4, mode="weight", backend="torch")
     torch.testing.assert_close(one_row.sum(-1), torch.ones(2))  # row 0 sees exactly [0, valid_len)
+
+
+@pytest.mark.parametrize("mode", ["weight", "logit"])
+def test_importance_from_logits_equals_verify_importance(mode):
+    g = torch.Generator().manual_seed(3)
+    q, k = torch.randn(2, 4, 2, 8, generator=g), torch.randn(2, 2, 30, 8, generator=g)
+    valid, seen = torch.tensor([25, 20]), torch.tensor([30, 24])
+    kk = k.repeat_interleave(2, dim=1)
+    logits = torch.einsum("bhrd,bhnd->bhrn", q, kk) * 0.5
+    limits = torch.stack([valid, seen], dim=-1)  # row 0 sees [0, valid), row 1 [0, seen)
+    logits = logits.masked_fill(torch.arange(30) >= limits[:, None, :, None], float("-inf"))
+    got = importance_from_logits(logits, torch.logsumexp(logits, -1), valid, mode)
+    want = verify_importance(q, k, valid, 0.5, mode, key_len=seen, backend="torch")
+    torch.testing.assert_close(got, want, **TOL)
+    assert got[1, 20:].isinf().all()
+
+
+def test_importance_from_logits_bad_inputs():
+    logits, lse = torch.zeros(1, 2, 2, 5), torch.zeros(1, 2, 2)
+    with pytest.raises(ValueError, match="`mode` must be one of"):
+        importance_from_logits(logits, lse, torch.tensor([5]), "prob")
+    with pytest.raises(ValueError, match="must agree"):
+        importance_from_logits(logits, torch.zeros(1, 2), torch.tensor([5]))
+    with pytest.raises(ValueError, match=r"`valid_len` must lie in \[1, 5\]"):
+        importance_from_logits(logits, lse, torch.tensor([6]))
 
 
 def test_bad_inputs():

@@ -26,7 +26,16 @@ from transformers.cache_utils import Cache
 
 from hf_ext.generation.vegas.cache import InPlaceLayer
 from hf_ext.generation.vegas.config import VegasConfig
-from hf_ext.generation.vegas.core import QuestPages, budget, pad_rows, streamingllm_indices, vegas_indices
+from hf_ext.generation.vegas.core import (
+    QuestPages,
+    budget,
+    pad_rows,
+    score_row_index,
+    streamingllm_indices,
+    vegas_indices,
+    vegas_indices_from_scores,
+)
+from hf_ext.kernels.chunk_attention import chunk_attention
 from hf_ext.kernels.gathered_attention import gather_kv, gathered_decode_attention
 
 logger = logging.getLogger(__name__)
@@ -76,6 +85,9 @@ class VegasState:
         self.pages: dict[int, QuestPages] = {}
         self.full_kv: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.entries = dict.fromkeys(MODES, 0.0)
+        self.pairs = 0.0  # decode query rows x cache positions (attention and score products)
+        self.score_reads = 0.0  # cache positions whose keys the verify's scoring pass reads
+        self.gathered = 0.0  # cache positions copied into compact buffers
         self.selection_entries = 0.0
         self._warned_degenerate = False
 
@@ -95,6 +107,30 @@ class VegasState:
         sel = self.config.selector
         return "full" if sel == "quest" and layer_idx in self.dense_layers else sel
 
+    def _last(self, rows: int, batch: int) -> list[int]:
+        """Per row, the chunk index of the verify's last real row."""
+        return self.last or [rows - 1] * batch
+
+    def verify_attention(
+        self, layer_idx: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float,
+        n_keys: list[int],
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:  # fmt: skip
+        """A global layer's verify on the in-place cache through ``chunk_attention`` (one pass over the cache
+        for all ``gamma + 1`` rows): ``[B, q, H_q, D]`` and, for the Vegas selector, its score rows'
+        ``(logits [B, H_q, S, N], lse [B, H_q, S])``, which :meth:`refresh` selects from."""
+        rows = None
+        if self._selector(layer_idx) == "vegas":
+            q, batch = query.shape[2], query.shape[0]
+            rows = score_row_index(q, self._last(q, batch), batch).to(query.device)
+        lengths = torch.tensor(n_keys, device=key.device)
+        out, lse, logits = chunk_attention(
+            query, key, value, lengths, scale=scale, score_rows=rows, backend=self.config.backend
+        )
+        scores = None
+        if rows is not None and logits is not None:
+            scores = (logits, lse.gather(2, rows[:, None].expand(-1, lse.shape[1], -1)))
+        return out.transpose(1, 2).contiguous(), scores
+
     def refresh(
         self,
         layer_idx: int,
@@ -104,15 +140,18 @@ class VegasState:
         scale: float,
         n_keys: list[int],
         prefill: bool,
+        scores: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> None:
         """Select ``I_l`` per row over ``[0, valid_len')`` and build the layer's compact buffer (per verify).
 
-        ``n_keys[b]``: live cache entries of row ``b`` after this pass (the chunk included).
+        ``n_keys[b]``: live cache entries of row ``b`` after this pass (the chunk included). ``scores``: the
+        score rows' logits and logsumexps from the verify's own attention, when it returned them (the keys are
+        then not read again).
         """
         cfg = self.config
         q, dev = query.shape[2], key.device
         valid = list(n_keys) if prefill else [n - q + 1 for n in n_keys]
-        last = None if prefill else self.last or [q - 1] * len(n_keys)
+        last = None if prefill else self._last(q, len(n_keys))
         seen = valid if last is None else [v + t for v, t in zip(valid, last)]
         ks = [budget(s, v, cfg.sparse_ratio, cfg.min_tokens, self.max_length) for s, v in zip(seen, valid)]
         if any(k >= v for k, v in zip(ks, valid)) and not self._warned_degenerate:
@@ -122,10 +161,17 @@ class VegasState:
             self._warned_degenerate = True
         sel = self._selector(layer_idx)
         tails = list(valid)  # the dense tail [tails[b], n_keys[b]) is read on top of the selection
-        if sel == "vegas":
+        if sel == "vegas" and scores is not None:
+            idx = vegas_indices_from_scores(*scores, valid_len=valid, budgets=ks, mode=cfg.score_mode,
+                                            backend=cfg.backend)  # fmt: skip
+            chosen = [row[row >= 0] for row in idx]
+        elif sel == "vegas":
             idx = vegas_indices(query, key, last=last, valid_len=valid, budgets=ks, scale=scale,
                                 mode=cfg.score_mode, backend=cfg.backend)  # fmt: skip
             chosen = [row[row >= 0] for row in idx]
+            if not prefill:
+                self.score_reads += float(sum(seen))
+                self.pairs += float(sum(seen)) * (1 if max(last or [0]) == 0 else 2) * query.shape[1]
         elif sel == "streamingllm":
             chosen = [
                 streamingllm_indices(v, s, cfg.sparse_ratio, cfg.min_tokens, cfg.sink_tokens, cfg.page_size)
@@ -150,6 +196,7 @@ class VegasState:
         lengths = [len(c) + n - t for c, t, n in zip(chosen, tails, n_keys)]
         if rows.shape[1] and max(lengths):
             k_c, v_c = gather_kv(key, value, rows, capacity, backend=cfg.backend)
+            self.gathered += 0.0 if prefill else float(sum(lengths))
         else:
             k_c = key.new_empty(*key.shape[:2], capacity, key.shape[3])
             v_c = value.new_empty(*key.shape[:2], capacity, key.shape[3])
@@ -185,7 +232,9 @@ class VegasState:
             ).to(query.dtype)
             read += float((idx >= 0).sum()) / idx.shape[1]
             self.selection_entries += 2 * pages.n_pages * idx.shape[0]
+            self.pairs += 2 * pages.n_pages * idx.shape[0] * query.shape[1]
         self.entries["draft"] += read
+        self.pairs += read * query.shape[1]
         return out
 
 
@@ -238,7 +287,12 @@ def vegas_attention_forward(
         return out.transpose(1, 2).contiguous(), None
     layer = vegas_state.cache.layers[layer_idx]
     q, window = query.shape[2], _window(module, layer)
-    if isinstance(layer, InPlaceLayer):
+    scores = None
+    if isinstance(layer, InPlaceLayer) and vegas_mode == "verify" and window is None:
+        n_keys = layer.lengths
+        out, scores = vegas_state.verify_attention(layer_idx, query, key, value, scale, n_keys)
+        reads = list(n_keys)
+    elif isinstance(layer, InPlaceLayer):
         n_keys = layer.lengths
         start = 0 if window is None else max(0, min(n_keys) - q - window + 1)
         mask = visible_mask(n_keys, q, key.shape[2], window, start, key.device)
@@ -252,8 +306,12 @@ def vegas_attention_forward(
         )
         reads = n_keys
     vegas_state.entries[vegas_mode] += float(sum(reads))
+    if vegas_mode != "prefill":
+        vegas_state.pairs += float(sum(reads)) * q * query.shape[1]
     if is_global and vegas_mode != "draft":
-        vegas_state.refresh(layer_idx, query, key, value, scale, n_keys, prefill=vegas_mode == "prefill")
+        vegas_state.refresh(
+            layer_idx, query, key, value, scale, n_keys, prefill=vegas_mode == "prefill", scores=scores
+        )
     return out, None
 
 

@@ -28,6 +28,7 @@ from hf_ext.benchmarking import BenchReport, Headline, Timer, pinned_threads, ve
 THREADS = 2
 SELECTORS = {"vegas": "vegas", "sink+window": "streamingllm", "quest": "quest", "full-kv oracle": "full"}
 SPARSE = ("vegas", "sink+window", "quest")
+PLAIN = "plain greedy (InPlaceCache)"
 MARKER = b"\n# again:\n"
 QUESTION = 64  # bytes of the early function repeated after the marker
 # H200 (stated, not measured): HBM bandwidth, per-forward launch overhead of a 4-layer model, bf16.
@@ -100,13 +101,13 @@ def _setting(
     from hf_ext.generation.vegas.generate import vegas_generate
 
     b, n = prompt.shape
-    layers = lm.config.num_hidden_layers
+    layers, heads = lm.config.num_hidden_layers, lm.config.num_attention_heads
     emitted = b * new
     plain_entries = b * layers * sum(n + i for i in range(new))  # every forward reads the whole cache
     rows = []
     ref = None
     t_best = math.inf
-    for name in ("plain greedy (InPlaceCache)", "plain greedy (StaticCache)"):
+    for name in (PLAIN, "plain greedy (StaticCache)"):
         cache = base.rows(b, n - 1) if "InPlace" in name else _static_copy(lm, base, b, n - 1, n + new)
         out, t = _decode(lm, prompt, cache, new)
         same = {"identical": "reference"} if ref is None else _compare(ref, out.sequences, n)
@@ -114,7 +115,8 @@ def _setting(
         t_best = min(t_best, t)
         rows.append(
             {**setting, "system": name, "is_baseline": True, **same, "forwards": new,
-             "kv_entries_per_token": plain_entries / emitted, "_seconds": t}
+             "kv_entries_per_token": plain_entries / emitted, "_seconds": t,
+             "_pairs": heads * plain_entries, "_extra_entries": 0.0}
         )  # fmt: skip
     assert ref is not None
     for arm in arms:
@@ -137,6 +139,9 @@ def _setting(
                 "draft_share": s.draft_seconds / max(s.draft_seconds + s.verify_seconds, 1e-12),
                 "_seconds": t,
                 "_drafts_per_iteration": s.drafted / max(s.row_iterations, 1),
+                "_pairs": heads * b * layers * n + s.query_key_pairs,
+                # K-only reads count half an entry; a gathered entry is read once and written once
+                "_extra_entries": 0.5 * (s.score_key_reads + s.selection_entries) + 2 * s.gathered_entries,
             }
         )
     for row in rows:
@@ -146,6 +151,30 @@ def _setting(
     return rows
 
 
+def _calibrate(lm: Any, base: Any, rows: int, context: int, chunk: int, reps: int = 2) -> dict[str, Any]:
+    """Time ``reps`` passes of the verify's attention (``chunk_attention``: ``chunk`` query rows over every
+    layer's ``context - 1`` prefilled slots, the call each self-draft arm's verify makes): the cost model's
+    only measurement with more than one query row, taken outside every arm."""
+    from hf_ext.kernels.chunk_attention import chunk_attention
+
+    cfg = lm.config
+    layers, heads, d = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.head_dim
+    n = context - 1  # prefilled: the prompt but its last token
+    view = base.rows(rows, n)
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(rows, heads, chunk, d, generator=gen).to(base.layers[0].keys.device)
+    lengths = torch.full((rows,), n, device=q.device)
+    seconds = 0.0
+    for _ in range(reps):
+        with Timer(q.device) as t:
+            for layer in view.layers:
+                chunk_attention(q, layer.keys, layer.values, lengths, scale=d**-0.5)
+        seconds += t.seconds
+    entries = reps * rows * layers * n
+    return {"context": context, "batch": rows, "passes": reps, "forwards": 0, "kv_entries": entries,
+            "pairs": chunk * heads * entries, "seconds": seconds}  # fmt: skip
+
+
 def _grid(
     contexts: tuple[int, ...],
     batches: tuple[int, ...],
@@ -153,13 +182,13 @@ def _grid(
     new: int,
     gamma: int,
     device: str = "cpu",
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     from hf_ext.generation.vegas._bench_lm import byte_llama
     from hf_ext.generation.vegas.cache import InPlaceCache
 
     lm, recipe = byte_llama()
     lm.to(device)
-    rows = []
+    rows, calibration = [], []
     for n in contexts:
         prompt = prompts(n, max(batches)).to(device)
         base = InPlaceCache(lm.config, max(batches), n + new + gamma + 2, device=device)
@@ -168,8 +197,9 @@ def _grid(
         for b in sorted(batches):
             setting = {"context": n, "batch": b, "gamma": gamma}
             rows += _setting(lm, prompt[:b], base, new=new, gamma=gamma, arms=arms, setting=setting)
+            calibration.append(_calibrate(lm, base, b, n, gamma + 1))
         del base
-    return rows, recipe
+    return rows, calibration, recipe
 
 
 # ---------------------------------------------------------------------------------------------- byte model
@@ -179,46 +209,75 @@ def entry_bytes(config: Any, element: int) -> int:
 
 
 def step_bytes(row: dict[str, Any], param_bytes: int, kv_entry: int) -> tuple[float, float]:
-    """``(weight bytes, KV bytes)`` a setting's decode read: weights once per forward, KV per entry."""
+    """``(weight bytes, KV bytes)`` of a setting's decode: weights once per forward, KV per entry attended."""
     emitted = row["batch"] * row["new"]
     return row["forwards"] * param_bytes, row["kv_entries_per_token"] * emitted * kv_entry
 
 
-def fit_byte_model(rows: list[dict[str, Any]], param_bytes: int, kv_entry: int) -> tuple[float, float]:
-    """Least-squares ``(seconds per forward c, bytes per second bw)`` of ``t = forwards * c + bytes / bw`` on
-    the plain ``InPlaceCache`` arms; a bandwidth-only fit through the origin if that one is degenerate."""
-    plain = [r for r in rows if r["system"] == "plain greedy (InPlaceCache)"]
-    x = torch.tensor(
-        [[float(r["forwards"]), sum(step_bytes(r, param_bytes, kv_entry))] for r in plain],
-        dtype=torch.float64,
-    )
-    y = torch.tensor([r["batch"] * r["new"] / r["tokens_per_s"] for r in plain], dtype=torch.float64)
-    sol = torch.linalg.lstsq(x, y[:, None]).solution[:, 0] if len(plain) > 1 else torch.zeros(2)
-    c, inv_bw = float(sol[0]), float(sol[1])
-    if c < 0 or inv_bw <= 0:
-        c, inv_bw = 0.0, float((x[:, 1] @ y) / (x[:, 1] @ x[:, 1]))
-    return c, 1.0 / inv_bw
+def cost_terms(row: dict[str, Any], param_bytes: int, kv_entry: int) -> tuple[float, float, float]:
+    """``(forwards, bytes, query-key pairs)`` of a setting's decode; bytes are the weights, the attended KV
+    and the selection's own traffic (the scoring pass's key re-read, the gathers, Quest's page bounds)."""
+    w, kv = step_bytes(row, param_bytes, kv_entry)
+    return float(row["forwards"]), w + kv + row["_extra_entries"] * kv_entry, float(row["_pairs"])
 
 
-def apply_byte_model(rows: list[dict[str, Any]], param_bytes: int, kv_entry: int) -> tuple[float, float]:
-    """Add ``weight_MB_per_token``, ``kv_MB_per_token``, ``model_ratio`` (the byte model's tokens/s ratio vs
-    plain) and ``model_vs_measured`` (its ratio to the measured one vs the same plain arm) to every row."""
-    c, bw = fit_byte_model(rows, param_bytes, kv_entry)
-    plain = {(r["context"], r["batch"]): r for r in rows if r["system"] == "plain greedy (InPlaceCache)"}
+def fit_cost_model(
+    rows: list[dict[str, Any]], calibration: list[dict[str, Any]], param_bytes: int, kv_entry: int
+) -> tuple[float, float, float]:
+    """``(seconds per forward, bytes per second, seconds per query-key pair)`` of
+    ``t = forwards * c + bytes / bw + pairs * p``, least squares in relative error, on the plain
+    ``InPlaceCache`` arms (one query row per forward) and the timings of the verify's attention alone
+    (``gamma + 1`` rows, no forward); never on a self-draft arm. A term whose coefficient comes out negative
+    is dropped and the rest refitted."""
+    plain = [r for r in rows if r["system"] == PLAIN]
+    x = [cost_terms(r, param_bytes, kv_entry) for r in plain] + [
+        (c["forwards"], c["forwards"] * param_bytes + c["kv_entries"] * kv_entry, c["pairs"])
+        for c in calibration
+    ]
+    y = [r["batch"] * r["new"] / r["tokens_per_s"] for r in plain] + [c["seconds"] for c in calibration]
+    xs = torch.tensor(x, dtype=torch.float64) / torch.tensor(y, dtype=torch.float64)[:, None]
+    active = [0, 1, 2]
+    coef = torch.zeros(3, dtype=torch.float64)
+    while active:
+        sol = torch.linalg.lstsq(xs[:, active], torch.ones(len(y), 1, dtype=torch.float64)).solution[:, 0]
+        if bool((sol >= 0).all()):
+            coef[active] = sol
+            break
+        active.pop(int(sol.argmin()))
+    c, inv_bw, p = (float(v) for v in coef)
+    return c, (1.0 / inv_bw if inv_bw > 0 else math.inf), p
 
-    def seconds(r: dict[str, Any]) -> float:
-        return r["forwards"] * c + sum(step_bytes(r, param_bytes, kv_entry)) / bw
 
+def apply_cost_model(
+    rows: list[dict[str, Any]], calibration: list[dict[str, Any]], param_bytes: int, kv_entry: int
+) -> tuple[tuple[float, float, float], dict[str, dict[str, float]]]:
+    """Add ``weight_MB_per_token``, ``kv_MB_per_token``, ``model_ratio`` (the cost model's tokens/s ratio vs
+    plain) and ``model_vs_measured`` (its ratio to the measured one vs the same plain arm) to every row.
+
+    Returns the fitted ``(c, bw, p)`` and, per system at the largest setting, the modelled shares of its time
+    (``forward``, ``bytes``, ``pairs``)."""
+    c, bw, p = fit_cost_model(rows, calibration, param_bytes, kv_entry)
+    plain = {(r["context"], r["batch"]): r for r in rows if r["system"] == PLAIN}
+
+    def terms(r: dict[str, Any]) -> tuple[float, float, float]:
+        f, nbytes, pairs = cost_terms(r, param_bytes, kv_entry)
+        return f * c, nbytes / bw, pairs * p
+
+    top = max((r["context"], r["batch"]) for r in rows)
+    shares = {}
     for r in rows:
-        p = plain[(r["context"], r["batch"])]
+        ref = plain[(r["context"], r["batch"])]
         w, kv = step_bytes(r, param_bytes, kv_entry)
         emitted = r["batch"] * r["new"]
         r["weight_MB_per_token"] = w / emitted / 1e6
         r["kv_MB_per_token"] = kv / emitted / 1e6
-        r["model_ratio"] = seconds(p) / seconds(r)
-        measured = r["tokens_per_s"] / p["tokens_per_s"]
+        r["model_ratio"] = sum(terms(ref)) / sum(terms(r))
+        measured = r["tokens_per_s"] / ref["tokens_per_s"]
         r["model_vs_measured"] = r["model_ratio"] / measured
-    return c, bw
+        if (r["context"], r["batch"]) == top:
+            t = terms(r)
+            shares[r["system"]] = {k: v / sum(t) for k, v in zip(("forward", "bytes", "pairs"), t)}
+    return (c, bw, p), shares
 
 
 def h200_projection(
@@ -310,7 +369,7 @@ def _verdicts(rows: list[dict[str, Any]]) -> list[str]:
                 verdict(
                     f"N={top[0]} batch {top[1]}: Vegas >= 1.3x the best plain greedy",
                     top_v["tokens_per_s_ratio"] >= 1.3,
-                    f"{v['tokens_per_s_ratio']:.2f}x",
+                    f"{top_v['tokens_per_s_ratio']:.2f}x",
                 )
             )
             if others:
@@ -318,18 +377,27 @@ def _verdicts(rows: list[dict[str, Any]]) -> list[str]:
                     verdict(
                         f"N={top[0]} batch {top[1]}: Vegas >= 1.1x the best other sparse self-draft",
                         top_v["tokens_per_s_ratio"] >= 1.1 * max(others),
-                        f"{v['tokens_per_s_ratio'] / max(others):.2f}x",
+                        f"{top_v['tokens_per_s_ratio'] / max(others):.2f}x",
                     )
                 )
     return notes
 
 
 def _report(
-    rows: list[dict[str, Any]], recipe: dict[str, Any], config: dict[str, Any], lm_config: Any
+    rows: list[dict[str, Any]],
+    calibration: list[dict[str, Any]],
+    mass: dict[str, dict[str, float]],
+    recipe: dict[str, Any],
+    config: dict[str, Any],
+    lm_config: Any,
 ) -> BenchReport:
     params = int(recipe.get("parameters", 0)) or _params(lm_config)
-    c, bw = apply_byte_model(rows, 4 * params, entry_bytes(lm_config, 4))
+    (c, bw, p_pair), model_shares = apply_cost_model(rows, calibration, 4 * params, entry_bytes(lm_config, 4))
     top = max((r["context"], r["batch"]) for r in rows)
+    plain_top = next(r for r in rows if (r["context"], r["batch"]) == top and r["system"] == PLAIN)
+    cal_top = next(x for x in calibration if (x["context"], x["batch"]) == top)
+    plain_step = top[1] * plain_top["new"] / plain_top["tokens_per_s"] / plain_top["forwards"]
+    chunk_cost = cal_top["seconds"] / cal_top["passes"] / plain_step
     proj = h200_projection(rows, lm_config, params, 32768, 128)
     shares = h200_plain_shares(lm_config, params, 32768, 128)
     for r in rows:
@@ -344,10 +412,29 @@ def _report(
         f"{recipe.get('held_out_bits_per_byte', float('nan')):.2f} bits/byte; induction check (repeat after "
         f"3000 bytes vs first occurrence): loss ratio {ind.get('ratio', float('nan')):.2f}.",
         *_verdicts(rows),
-        f"byte model fitted on the plain arms: {1e3 * c:.2f} ms per forward + bytes / {bw / 1e9:.2f} GB/s "
-        "(weights once per forward, KV per entry read); `model_ratio` = its predicted tokens/s ratio vs "
-        "plain (InPlaceCache), `model_vs_measured` = prediction / measurement (1 = exact; target "
-        "within 0.7-1.3).",
+        *(
+            [
+                f"attention mass the next draft keeps at N={min(config['contexts'])} x batch "
+                f"{config['mass_rows']} (mean over layers, heads, rows and {config['gamma']} draft steps; "
+                "worst head in brackets), same budget: "
+                + "; ".join(f"{k} {v['mean']:.3f} ({v['worst_head']:.2f})" for k, v in mass.items())
+            ]
+            if mass
+            else []
+        ),
+        f"cost model, fitted on the plain arms and {len(calibration)} timings of the verify's attention "
+        f"alone (never on a self-draft arm): {1e3 * c:.2f} ms per forward + bytes / {bw / 1e9:.2f} GB/s + "
+        f"{1e12 * p_pair:.0f} ps per query-head x cache-position pair (weights once per forward; KV per "
+        "entry attended; the selection's key re-reads, gathers and page bounds); `model_ratio` = its "
+        "predicted tokens/s ratio vs plain (InPlaceCache), `model_vs_measured` = prediction / measurement "
+        "(1 = exact; target within 0.7-1.3).",
+        f"calibration at N={top[0]} x batch {top[1]}: the verify's attention alone ({config['gamma'] + 1} "
+        f"query rows, chunk_attention over every layer) takes {chunk_cost:.2f}x a whole plain decode step.",
+        f"cost model shares at N={top[0]} x batch {top[1]} (per forward / bytes / query-key arithmetic): "
+        + "; ".join(
+            f"{k} {100 * v['forward']:.0f}/{100 * v['bytes']:.0f}/{100 * v['pairs']:.0f}%"
+            for k, v in model_shares.items()
+        ),
         "H200 projection (model, not a measurement) at 32k x batch 128, bf16: per forward "
         f"{H200_FORWARD_S * 1e6:.0f} us + bytes / {H200_BW / 1e12:.1f} TB/s; a plain step is "
         f"{100 * shares['kv']:.1f}% KV reads, {100 * shares['weights']:.2f}% weights, "
@@ -381,15 +468,19 @@ def _params(config: Any) -> int:
 
 def _run(contexts: tuple[int, ...], batches: tuple[int, ...], arms: tuple[str, ...], new: int, gamma: int,
          quick: bool, device: str = "cpu") -> BenchReport:  # fmt: skip
+    from hf_ext.generation.vegas._attention_mass import attention_mass
     from hf_ext.generation.vegas._bench_lm import byte_llama
 
     with pinned_threads(THREADS):
-        rows, recipe = _grid(contexts, batches, arms, new, gamma, device)
+        rows, calibration, recipe = _grid(contexts, batches, arms, new, gamma, device)
+        lm = byte_llama()[0].to(device)
+        mass_rows = min(8, max(batches))
+        mass = {} if quick else attention_mass(lm, prompts(min(contexts), mass_rows).to(device))
     for r in rows:
         r["new"] = new
-    lm_config = byte_llama()[0].config
-    cfg = {"contexts": contexts, "batches": batches, "arms": arms, "new": new, "gamma": gamma, "quick": quick}
-    return _report(rows, recipe, cfg, lm_config)
+    cfg = {"contexts": contexts, "batches": batches, "arms": arms, "new": new, "gamma": gamma, "quick": quick,
+           "mass_rows": mass_rows}  # fmt: skip
+    return _report(rows, calibration, mass, recipe, cfg, lm.config)
 
 
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:

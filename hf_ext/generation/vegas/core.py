@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import torch
 
-from hf_ext.kernels.importance import masked_topk, verify_importance
+from hf_ext.kernels.importance import importance_from_logits, masked_topk, verify_importance
 from hf_ext.kernels.quest import page_minmax, quest_page_scores
 
 
@@ -44,21 +44,29 @@ def pad_rows(rows: Sequence[torch.Tensor], device: torch.device | str = "cpu") -
     return out
 
 
-def score_rows(query: torch.Tensor, last: Sequence[int] | None) -> torch.Tensor:
-    """The query rows whose scores pick the next selection: ``[B, H_q, R, D]`` [paper].
+def score_row_index(rows: int, last: Sequence[int] | None, batch: int) -> torch.Tensor:
+    """``[B, S]`` chunk rows whose scores pick the next selection [paper].
 
-    Prefill (``last=None``) uses the last prompt row ("entry 2"). A verify chunk uses its first row and its
-    last real row ``last[b]`` (rows of a ragged batch may draft fewer tokens); with one row only, the first
-    ("entry 1").
+    Prefill (``last=None``) uses the last prompt row (``rows - 1``, "entry 2"). A verify chunk uses its first
+    row and its last real row ``last[b]`` (rows of a ragged batch may draft fewer tokens); with one row only,
+    the first ("entry 1").
+
+    Example:
+        >>> score_row_index(7, [6, 2], 2).tolist()
+        [[0, 6], [0, 2]]
     """
     if last is None:
-        return query[:, :, -1:]
+        return torch.full((batch, 1), rows - 1, dtype=torch.long)
     if max(last) == 0:
-        return query[:, :, :1]
-    idx = torch.tensor(last, device=query.device)[:, None, None, None].expand(
-        -1, query.shape[1], 1, query.shape[3]
-    )
-    return torch.cat([query[:, :, :1], query.gather(2, idx)], dim=2)
+        return torch.zeros(batch, 1, dtype=torch.long)
+    return torch.tensor([[0, t] for t in last], dtype=torch.long)
+
+
+def score_rows(query: torch.Tensor, last: Sequence[int] | None) -> torch.Tensor:
+    """The query rows of :func:`score_row_index`: ``[B, H_q, S, D]``."""
+    b, h, q, d = query.shape
+    idx = score_row_index(q, last, b).to(query.device)
+    return query.gather(2, idx[:, None, :, None].expand(-1, h, -1, d))
 
 
 def vegas_indices(
@@ -82,6 +90,22 @@ def vegas_indices(
     valid = torch.tensor(valid_len, device=dev)
     seen = valid if last is None else valid + torch.tensor(last, device=dev)
     imp = verify_importance(rows, key, valid, scale, mode, key_len=seen, backend=backend)
+    return masked_topk(imp, torch.tensor(budgets, device=dev), backend=backend)
+
+
+def vegas_indices_from_scores(
+    logits: torch.Tensor,
+    lse: torch.Tensor,
+    *,
+    valid_len: Sequence[int],
+    budgets: Sequence[int],
+    mode: str,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """:func:`vegas_indices` from the score rows' logits ``[B, H_q, S, n]`` and logsumexps ``[B, H_q, S]`` the
+    verify's attention returned (no second read of the keys): ``[B, max(budgets)]``, ``-1``-padded."""
+    dev = logits.device
+    imp = importance_from_logits(logits, lse, torch.tensor(valid_len, device=dev), mode)
     return masked_topk(imp, torch.tensor(budgets, device=dev), backend=backend)
 
 

@@ -49,6 +49,11 @@ class VegasStats:
         kv_entries_draft: Cache positions read by draft forwards, summed over layers and rows (per KV head).
         kv_entries_verify: Cache positions read by verify forwards, summed over layers and rows (each once).
         selection_entries: Quest's page min/max metadata reads (0 for the other selectors).
+        query_key_pairs: Query-head rows times cache positions multiplied (draft and verify attention, the
+            verify's score rows when scored separately, Quest's page bounds), summed over layers and rows: the
+            attention's arithmetic, which a verify of ``gamma + 1`` rows multiplies over the same bytes.
+        score_key_reads: Cache positions whose keys the verify's scoring pass reads again (Vegas only).
+        gathered_entries: Cache positions copied into the draft's compact buffers (read once, written once).
         draft_seconds: Wall-clock seconds spent in draft forwards (device-synchronised).
         verify_seconds: Wall-clock seconds spent in verify forwards and acceptance.
         trace: Per iteration and row ``(n, valid_len, budget, gamma_t, n_acc)``: cache length at the draft's
@@ -66,6 +71,9 @@ class VegasStats:
     kv_entries_draft: float = 0.0
     kv_entries_verify: float = 0.0
     selection_entries: float = 0.0
+    query_key_pairs: float = 0.0
+    score_key_reads: float = 0.0
+    gathered_entries: float = 0.0
     draft_seconds: float = 0.0
     verify_seconds: float = 0.0
     trace: list[tuple[int, int, int, int, int]] = field(default_factory=list)
@@ -382,6 +390,9 @@ class _Loop:
         s.kv_entries_draft = self.state.entries["draft"]
         s.kv_entries_verify = self.state.entries["verify"]
         s.selection_entries = self.state.selection_entries
+        s.query_key_pairs = self.state.pairs
+        s.score_key_reads = self.state.score_reads
+        s.gathered_entries = self.state.gathered
         if self.streamer is not None:
             self.streamer.end()
         width = max(len(r) for r in rows)

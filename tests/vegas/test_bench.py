@@ -1,0 +1,88 @@
+"""The Vegas benchmark's counted costs: the cost model's fit and shares, and the attention-mass replay."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hf_ext.testing import requires
+
+PARAM_BYTES, KV_ENTRY = 1000, 10
+
+
+def _row(system, forwards, kv_per_token, pairs, extra=0.0, context=64, batch=2, new=4, **kw):
+    return {"system": system, "context": context, "batch": batch, "new": new, "forwards": forwards,
+            "kv_entries_per_token": kv_per_token, "_pairs": pairs, "_extra_entries": extra, **kw}  # fmt: skip
+
+
+def _seconds(row, c, bw, p):
+    from hf_ext.generation.vegas.bench import cost_terms
+
+    f, nbytes, pairs = cost_terms(row, PARAM_BYTES, KV_ENTRY)
+    return f * c + nbytes / bw + pairs * p
+
+
+def _grid(c=1e-3, bw=1e6, p=1e-6):
+    from hf_ext.generation.vegas.bench import PLAIN
+
+    rows, calibration = [], []
+    for context, batch in ((64, 1), (64, 8), (512, 8)):
+        plain = _row(PLAIN, 4, 3.0 * context, 4.0 * context * batch, context=context, batch=batch)
+        plain["tokens_per_s"] = batch * 4 / _seconds(plain, c, bw, p)
+        rows.append(plain)
+        entries = batch * 3 * context
+        cal = {"context": context, "batch": batch, "passes": 2, "forwards": 2, "kv_entries": 2 * entries,
+               "pairs": 7 * 2 * entries}  # fmt: skip
+        cal["seconds"] = 2 * c + (2 * PARAM_BYTES + 2 * entries * KV_ENTRY) / bw + cal["pairs"] * p
+        calibration.append(cal)
+    return rows, calibration
+
+
+def test_fit_recovers_the_three_terms_from_plain_arms_and_calibration():
+    from hf_ext.generation.vegas.bench import fit_cost_model
+
+    rows, calibration = _grid(c=2e-3, bw=5e6, p=3e-7)
+    c, bw, p = fit_cost_model(rows, calibration, PARAM_BYTES, KV_ENTRY)
+    assert (c, bw, p) == pytest.approx((2e-3, 5e6, 3e-7), rel=1e-6)
+
+
+def test_a_negative_term_is_dropped_and_the_rest_refitted():
+    from hf_ext.generation.vegas.bench import fit_cost_model
+
+    rows, calibration = _grid(c=0.0, bw=5e6, p=0.0)
+    for cal in calibration:  # a chunk forward cheaper than its bytes: the pair term would come out negative
+        cal["seconds"] *= 0.8
+    c, bw, p = fit_cost_model(rows, calibration, PARAM_BYTES, KV_ENTRY)
+    assert p == 0.0 and c >= 0.0 and 0 < bw < float("inf")
+
+
+def test_apply_predicts_a_draft_arm_and_reports_shares_at_the_largest_setting():
+    from hf_ext.generation.vegas.bench import apply_cost_model
+
+    rows, calibration = _grid()
+    arm = _row("vegas", 10, 100.0, 9000.0, extra=500.0, context=512, batch=8)
+    arm["tokens_per_s"] = 8 * 4 / (2 * _seconds(arm, 1e-3, 1e6, 1e-6))  # measured: twice the model's time
+    (c, bw, p), shares = apply_cost_model([*rows, arm], calibration, PARAM_BYTES, KV_ENTRY)
+    assert (c, bw, p) == pytest.approx((1e-3, 1e6, 1e-6), rel=1e-6)
+    assert all(r["model_ratio"] == pytest.approx(1.0) for r in rows)
+    assert arm["model_vs_measured"] == pytest.approx(2.0)
+    assert set(shares) == {"plain greedy (InPlaceCache)", "vegas"}
+    assert sum(shares["vegas"].values()) == pytest.approx(1.0)
+    assert arm["kv_MB_per_token"] == pytest.approx(100.0 * KV_ENTRY / 1e6)
+
+
+@requires("transformers")
+def test_attention_mass_is_bounded_by_the_per_step_top_k_and_full_under_a_whole_cache_budget():
+    from hf_ext.generation import VegasConfig
+    from hf_ext.generation.vegas._attention_mass import attention_mass
+    from hf_ext.testing import tiny_llama
+
+    lm = tiny_llama(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2)
+    ids = torch.randint(3, 64, (2, 96), generator=torch.Generator().manual_seed(0))
+    mass = attention_mass(lm, ids, VegasConfig(num_draft_tokens=3, sparse_ratio=0.1, min_tokens=8))
+    top = mass["per-step top-k"]["mean"]
+    assert 0 < mass["vegas"]["mean"] <= top + 1e-6 and mass["vegas, per KV head"]["mean"] <= top + 1e-6
+    assert all(v["worst_head"] <= v["mean"] + 1e-6 for v in mass.values())
+    whole = attention_mass(lm, ids, VegasConfig(num_draft_tokens=3, min_tokens=96))
+    assert all(v["mean"] == pytest.approx(1.0, abs=1e-5) for v in whole.values())
+    assert lm.config._attn_implementation == "sdpa"

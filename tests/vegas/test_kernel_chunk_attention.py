@@ -1,0 +1,106 @@
+"""``chunk_attention``: hand-computed case, the C kernel against the reference (GQA, ragged rows, score rows),
+the fallback without a compiler, bad inputs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from hf_ext.kernels import _native
+from hf_ext.kernels.chunk_attention import _reference, chunk_attention
+
+SHAPES = [(1, 4, 4, 7, 64, 300), (2, 8, 2, 7, 32, 1000), (3, 4, 1, 1, 128, 77), (2, 16, 4, 16, 16, 130)]
+
+
+def _inputs(b, hq, hkv, r, d, n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    k, v = torch.randn(b, hkv, n + 5, d, generator=g), torch.randn(b, hkv, n + 5, d, generator=g)
+    lengths = torch.tensor([n - 2 * i for i in range(b)])
+    return torch.randn(b, hq, r, d, generator=g), k, v, lengths
+
+
+def test_hand_computed_visibility_and_softmax():
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0]]).view(1, 1, 2, 2)
+    k = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [9.0, 9.0]]).view(1, 1, 4, 2)
+    v = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0], [9.0, 9.0]]).view(1, 1, 4, 2)
+    rows = torch.tensor([[0, 1]])
+    out, lse, logits = chunk_attention(q, k, v, torch.tensor([3]), scale=1.0, score_rows=rows)
+    # row 0 at slot 1 sees slots {0, 1}: logits (1, 0); row 1 at slot 2 sees {0, 1, 2}: logits (0, 1, 1)
+    e = math.e
+    torch.testing.assert_close(out[0, 0, 0], torch.tensor([e / (e + 1), 1 / (e + 1)]))
+    torch.testing.assert_close(out[0, 0, 1], torch.tensor([1.0, 3 * e / (1 + 2 * e)]))
+    torch.testing.assert_close(lse[0, 0], torch.tensor([math.log(e + 1), math.log(1 + 2 * e)]))
+    assert logits[0, 0].tolist() == [[1.0, 0.0, float("-inf")], [0.0, 1.0, 1.0]]
+
+
+@pytest.mark.parametrize(("b", "hq", "hkv", "r", "d", "n"), SHAPES)
+def test_c_kernel_matches_the_reference(b, hq, hkv, r, d, n):
+    q, k, v, lengths = _inputs(b, hq, hkv, r, d, n)
+    rows = torch.tensor([[0, r - 1 - i % r] for i in range(b)])
+    assert _native.load("chunk_attention") is not None  # the test machine has a C compiler
+    fast = chunk_attention(q, k, v, lengths, scale=d**-0.5, score_rows=rows)
+    ref = _reference(q, k, v, lengths, d**-0.5, rows)
+    for got, want in zip(fast, ref):
+        torch.testing.assert_close(got, want, atol=2e-6, rtol=2e-5)
+    assert torch.equal(fast[2].isinf(), ref[2].isinf())
+
+
+def test_reference_equals_per_row_sdpa():
+    q, k, v, lengths = _inputs(2, 4, 2, 5, 16, 40)
+    out, lse, _ = chunk_attention(q, k, v, lengths, scale=0.25, backend="torch")
+    for b in range(2):
+        n = int(lengths[b])
+        ks, vs = k[b : b + 1, :, :n], v[b : b + 1, :, :n]
+        mask = torch.ones(5, n, dtype=torch.bool).tril(n - 5)
+        want = torch.nn.functional.scaled_dot_product_attention(
+            q[b : b + 1], ks, vs, attn_mask=mask, scale=0.25, enable_gqa=True
+        )
+        torch.testing.assert_close(out[b : b + 1], want, atol=1e-6, rtol=1e-5)
+    assert torch.isfinite(lse).all()
+
+
+def test_without_a_compiler_the_reference_answers(monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    _native.load.cache_clear()
+    try:
+        q, k, v, lengths = _inputs(2, 4, 2, 3, 16, 50)
+        with caplog.at_level("WARNING", logger="hf_ext.kernels._native"):
+            got = chunk_attention(q, k, v, lengths, scale=0.25)
+        assert "not built" in caplog.text
+        torch.testing.assert_close(got[0], _reference(q, k, v, lengths, 0.25, None)[0])
+    finally:
+        _native.load.cache_clear()
+
+
+def test_half_precision_and_large_groups_use_the_reference():
+    q, k, v, lengths = _inputs(1, 4, 1, 20, 16, 60)  # 80 query vectors per KV head > 64
+    out, _, _ = chunk_attention(q, k, v, lengths, scale=0.25)
+    torch.testing.assert_close(out, _reference(q, k, v, lengths, 0.25, None)[0])
+    half, _, _ = chunk_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), lengths, scale=0.25)
+    assert half.dtype == torch.bfloat16 and torch.isfinite(half.float()).all()
+
+
+@pytest.mark.parametrize(
+    ("change", "exc", "match"),
+    [
+        (dict(q=torch.ones(1, 4, 2, 8, dtype=torch.long)), TypeError, "`q` must be a floating-point"),
+        (dict(q=torch.ones(1, 3, 2, 8)), ValueError, "multiple of H_kv"),
+        (dict(k=torch.ones(1, 2, 10, 4)), ValueError, "agree on batch and head size"),
+        (dict(v=torch.ones(1, 2, 9, 8)), ValueError, r"`k`, `v` both \[B, H_kv, N, D\]"),
+        (dict(lengths=torch.tensor([1])), ValueError, r"`lengths` must lie in \[R, N\]"),
+        (dict(lengths=torch.tensor([11])), ValueError, r"`lengths` must lie in \[R, N\]"),
+        (dict(lengths=torch.tensor([5], dtype=torch.int32)), ValueError, "`lengths` must be an int64"),
+        (dict(score_rows=torch.tensor([[2]])), ValueError, "`score_rows` must index chunk rows"),
+        (dict(backend="cuda"), ValueError, "`backend` must be one of"),
+    ],
+)
+def test_bad_inputs(change, exc, match):
+    args = dict(q=torch.ones(1, 4, 2, 8), k=torch.ones(1, 2, 10, 8), v=torch.ones(1, 2, 10, 8),
+                lengths=torch.tensor([5]))  # fmt: skip
+    args.update(change)
+    kw = {key: args.pop(key) for key in ("score_rows", "backend") if key in args}
+    with pytest.raises(exc, match=match):
+        chunk_attention(args["q"], args["k"], args["k"] if "k" in change else args["v"], args["lengths"],
+                        scale=1.0, **kw)  # fmt: skip
