@@ -13,6 +13,10 @@ Shapes (``B`` batch, ``H_q``/``H_kv`` query/KV heads, ``N`` cache length, ``D`` 
   (dtype of ``q``) and ``lse`` ``[B, H_q]`` (fp32): ``out = softmax(scale * q k[idx]^T) v[idx]`` and ``lse =
   logsumexp(scale * q k[idx]^T)``.
 
+On CPU, ``backend="auto"`` runs compact mode in fp32 through ATen's fused flash kernel (one pass, and it
+returns the LSE); ``backend="torch"`` is the reference itself. ``gather_kv(..., out=)`` writes into buffers
+the caller reuses: on this host a fresh 20 MB buffer costs more in first-touch page faults than the copy.
+
 The Triton kernels are built by a cached factory on first use (never at import) so that ``TRITON_INTERPRET=1``
 is read at that moment. One program per (batch, KV head) serves its ``H_q / H_kv`` query rows, loops over the
 indices in chunks of ``BLOCK_N`` and keeps an fp32 online softmax. Split-K (flash-decoding) is not
@@ -96,12 +100,10 @@ def row_lengths(name: str, value: int | torch.Tensor, batch: int, high: int, dev
 
 # ----------------------------------------------------------------------------------------------- gather_kv
 def _reference_gather_kv(
-    k: torch.Tensor, v: torch.Tensor, idx: torch.Tensor, capacity: int
+    k: torch.Tensor, v: torch.Tensor, idx: torch.Tensor, k_c: torch.Tensor, v_c: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    b, h, _, d = k.shape
+    b, h = k.shape[:2]
     n = idx.shape[-1]
-    k_c = k.new_empty(b, h, capacity, d)
-    v_c = v.new_empty(b, h, capacity, d)
     safe = idx.clamp(min=0)  # padding rows copy position 0; they are never attended
     # One index_select per (row, head) over dim 0 of its contiguous [N, D] slice, written in place: on a cache
     # slice ``[:, :, :N]`` of a longer buffer, selecting over dim 1 copies the whole strided row first (12x
@@ -140,15 +142,13 @@ def _triton_gather_kernel() -> Any:
 
 
 def _triton_gather_kv(
-    k: torch.Tensor, v: torch.Tensor, idx: torch.Tensor, capacity: int
+    k: torch.Tensor, v: torch.Tensor, idx: torch.Tensor, k_c: torch.Tensor, v_c: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     import triton
 
     k, v, idx = k.contiguous(), v.contiguous(), idx.contiguous()
     b, h, _, d = k.shape
     n = idx.shape[-1]
-    k_c = k.new_empty(b, h, capacity, d)
-    v_c = v.new_empty(b, h, capacity, d)
     grid = (b * h, triton.cdiv(n, BLOCK_N))
     _triton_gather_kernel()[grid](
         k,
@@ -172,7 +172,13 @@ def _triton_gather_kv(
 
 
 def gather_kv(
-    k: torch.Tensor, v: torch.Tensor, idx: torch.Tensor, capacity: int | None = None, *, backend: str = "auto"
+    k: torch.Tensor,
+    v: torch.Tensor,
+    idx: torch.Tensor,
+    capacity: int | None = None,
+    *,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+    backend: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Copy the cache rows ``idx`` into a contiguous buffer with room for ``capacity`` rows.
 
@@ -182,10 +188,13 @@ def gather_kv(
         idx: Positions ``[B, n]`` (int32/int64, unique, in ``[0, N)``, or ``-1``: padding, left
             uninitialised), shared by all heads.
         capacity: Rows of the returned buffers (``>= n``); defaults to ``n``.
+        out: Optional ``(k_c, v_c)`` to write into, each ``[B, H_kv, >= capacity, D]`` with equal strides and
+            unit stride over ``D`` (a buffer reused across calls skips the page faults of a fresh one).
         backend: ``"auto"``, ``"torch"`` or ``"triton"``.
 
     Returns:
-        ``(k_c, v_c)``, each ``[B, H_kv, capacity, D]``; rows ``[0, n)`` hold the gathered entries.
+        ``(k_c, v_c)``, each ``[B, H_kv, capacity, D]`` (or ``out``); rows ``[0, n)`` hold the gathered
+        entries.
 
     Example:
         >>> k = torch.arange(8.0).view(1, 1, 4, 2); v = -k
@@ -200,10 +209,22 @@ def gather_kv(
     capacity = n if capacity is None else capacity
     if capacity < n:
         raise ValueError(f"`capacity` must be >= the number of indices ({n}), got {capacity}.")
+    b, h, _, d = k.shape
+    if out is None:
+        k_c, v_c = k.new_empty(b, h, capacity, d), v.new_empty(b, h, capacity, d)
+    else:
+        k_c, v_c = out
+        same_layout = k_c.stride() == v_c.stride() and k_c.stride(-1) == 1
+        fits = k_c.shape == v_c.shape and k_c.shape[:2] == (b, h) and k_c.shape[2] >= capacity
+        if not (same_layout and fits and k_c.shape[3] == d and k_c.dtype == k.dtype and v_c.dtype == v.dtype):
+            raise ValueError(
+                f"`out` must be two [B, H_kv, >= capacity, D] = [{b}, {h}, >= {capacity}, {d}] buffers of "
+                f"the cache's dtype with equal strides, got {tuple(k_c.shape)} and {tuple(v_c.shape)}."
+            )
     if resolve_backend(backend, k, v, idx) == "triton":
         check_triton_sizes(D=k.shape[-1])
-        return _triton_gather_kv(k, v, idx, capacity)
-    return _reference_gather_kv(k, v, idx, capacity)
+        return _triton_gather_kv(k, v, idx, k_c, v_c)
+    return _reference_gather_kv(k, v, idx, k_c, v_c)
 
 
 # ------------------------------------------------------------------------------ gathered_decode_attention
@@ -226,7 +247,8 @@ def _reference_gathered_decode_attention(
         if int(lengths.min()) < n:
             valid = (torch.arange(n, device=k.device)[None] < lengths[:, None])[:, None, None]
     elif idx.dim() == 2:
-        ks, vs = _reference_gather_kv(k, v, idx, idx.shape[-1])
+        shape = (b, h_kv, idx.shape[-1], d)
+        ks, vs = _reference_gather_kv(k, v, idx, k.new_empty(shape), v.new_empty(shape))
         valid = (idx >= 0)[:, None, None]
     else:
         gi = idx.clamp(min=0)[..., None].expand(*idx.shape, d)
@@ -433,6 +455,7 @@ def gathered_decode_attention(
     if resolve_backend(backend, q, k, v) == "triton":
         check_triton_sizes(D=q.shape[-1])
         return _triton_gathered_decode_attention(q, k, v, idx, scale, lengths)
-    if lengths is not None and q.device.type == "cpu" and q.dtype == k.dtype == v.dtype == torch.float32:
+    fp32 = q.dtype == k.dtype == v.dtype == torch.float32
+    if backend == "auto" and lengths is not None and q.device.type == "cpu" and fp32:
         return _cpu_compact_decode_attention(q, k, v, scale, lengths)
     return _reference_gathered_decode_attention(q, k, v, idx, scale, lengths)

@@ -58,7 +58,7 @@ def test_cpu_fused_compact_path_equals_the_reference(b, hq, hkv, d, n, m):
 
     q, k, v, _ = _inputs(b, hq, hkv, d, n)
     lengths = torch.tensor([m] + [max(1, m - 3 * i) for i in range(1, b)])  # ragged rows in [1, m]
-    fused = gathered_decode_attention(q, k, v, None, scale=0.3, length=lengths, backend="torch")
+    fused = gathered_decode_attention(q, k, v, None, scale=0.3, length=lengths, backend="auto")
     ref = _reference_gathered_decode_attention(q, k, v, None, 0.3, lengths)
     torch.testing.assert_close(fused[0], ref[0], atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(fused[1], ref[1], atol=1e-5, rtol=1e-6)
@@ -66,6 +66,29 @@ def test_cpu_fused_compact_path_equals_the_reference(b, hq, hkv, d, n, m):
         q.bfloat16(), k.bfloat16(), v.bfloat16(), None, scale=0.3, length=lengths
     )
     assert half[0].dtype == torch.bfloat16 and torch.isfinite(half[0].float()).all()
+
+
+@pytest.mark.parametrize(("b", "hq", "hkv", "d", "n", "m"), SHAPES)
+def test_gather_writes_into_out_and_matches_a_fresh_buffer(b, hq, hkv, d, n, m):
+    _, k, v, g = _inputs(b, hq, hkv, d, n)
+    k, v = k[:, :, : n - 1], v[:, :, : n - 1]  # a cache slice of a longer buffer, as decoding passes it
+    idx = torch.stack([torch.randperm(n - 1, generator=g)[:m] for _ in range(b)])
+    idx[-1, m // 2 :] = -1  # a shorter row
+    ref = gather_kv(k, v, idx, m + 3, backend="torch")
+    out = (torch.full((b, hkv, m + 9, d), 7.0), torch.full((b, hkv, m + 9, d), 7.0))
+    got = gather_kv(k, v, idx, m + 3, out=out, backend="torch")
+    assert got[0] is out[0] and got[1] is out[1]
+    for a, t in zip(ref, got):
+        for row in range(b):
+            live = idx[row] >= 0
+            assert torch.equal(t[row, :, :m][:, live], a[row, :, :m][:, live])
+    assert bool((got[0][:, :, m + 3 :] == 7.0).all())  # past the capacity nothing is written
+
+
+def test_gather_kv_rejects_an_out_without_room():
+    _, k, v, _ = _inputs(1, 2, 2, 8, 10)
+    with pytest.raises(ValueError, match=r"`out` must be two \[B, H_kv, >= capacity, D\]"):
+        gather_kv(k, v, torch.tensor([[1, 2, 3]]), 5, out=(torch.empty(1, 2, 4, 8), torch.empty(1, 2, 4, 8)))
 
 
 def test_permutation_and_outside_positions():
