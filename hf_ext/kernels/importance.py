@@ -219,8 +219,8 @@ def importance_from_logits(
     Example:
         >>> logits = torch.tensor([0.0, 1.0]).view(1, 1, 1, 2)
         >>> lse = torch.logsumexp(logits, dim=-1)
-        >>> [round(x, 4) for x in importance_from_logits(logits, lse, torch.tensor([2]))[0].tolist()]
-        [0.2689, 0.7311]
+        >>> tuple(round(x, 4) for x in importance_from_logits(logits, lse, torch.tensor([2]))[0].tolist())
+        (0.2689, 0.7311)
     """
     if mode not in MODES:
         raise ValueError(f"`mode` must be one of {MODES}, got {mode!r}.")
