@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from hf_ext._availability import require
+from hf_ext._cache import cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -39,14 +40,6 @@ BUILTIN_ASSETS = {
     "all-minilm-l6-v2": "hf_ext.assets:minilm",
 }
 _MANIFEST = "hf_ext_manifest.json"
-
-
-def cache_dir() -> Path:
-    """``$HF_EXT_CACHE``, else ``$XDG_CACHE_HOME/hf_ext``, else ``~/.cache/hf_ext`` (created on demand)."""
-    env = os.environ.get("HF_EXT_CACHE")
-    root = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hf_ext"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
 
 
 def _sha256(path: Path) -> str:

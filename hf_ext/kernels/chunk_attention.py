@@ -15,10 +15,10 @@ Paths: the reference is SDPA with a boolean mask plus one matrix product for the
 :mod:`hf_ext.kernels._native`; falls back to the reference without a compiler): one pass over the keys and
 values per (row, KV head) for all ``H_q / H_kv * R`` query vectors, an online softmax, and the score rows'
 logits written as they are computed. The reason is CPU arithmetic: SDPA there runs ``R = 7`` rows at about
-2.1x the cost of one (its small matrix products are compute-bound on two cores), this kernel at about 1.7x,
-and the score rows come free instead of from a second pass over the keys (8 rows x 32k slots, 4 heads of 64,
-2 threads; this host's timings drift by up to 30% between runs). On CUDA the reference (SDPA) is the fast
-path.
+2.1x the cost of one (its small matrix products are compute-bound on two cores), this kernel at about 1.4x
+of SDPA's one row, and the score rows come free instead of from a second pass over the keys (8 rows x 32k
+slots, 4 heads of 64, 2 threads; this host's timings drift by up to 30% between runs). On CUDA the reference
+(SDPA) is the fast path.
 """
 
 from __future__ import annotations
