@@ -12,7 +12,7 @@ must be read from far back) and a *code* prompt (the file itself). Batch 1 uses 
 Per context, one batch-8 prefill fills an :class:`~hf_ext.generation.vegas.cache.InPlaceCache`; every arm
 decodes from it after its lengths are reset (decoding writes only past the prompt, so the prefix is shared and
 never copied), the batch-1 settings from its first row. Timing covers decode only; the full run decodes
-every system twice, round robin, and keeps its faster time (this shared host's speed drifts between
+every system three times, round robin, and keeps its fastest time (this shared host's speed drifts between
 minutes). Counted costs beside the times: alpha, tau, KV entries and weight bytes read per token, a cost
 model of a step (per forward, bytes, query-key arithmetic; fitted on the plain arms and timings of the
 verify's attention alone) whose predicted tokens/s ratio is compared with the measured one and extrapolated
@@ -489,7 +489,7 @@ def _run(contexts: tuple[int, ...], batches: tuple[int, ...], arms: tuple[str, .
     from hf_ext.generation.vegas._bench_lm import byte_llama
 
     with pinned_threads(THREADS):
-        rows, calibration, recipe = _grid(contexts, batches, arms, new, gamma, 1 if quick else 2, device)
+        rows, calibration, recipe = _grid(contexts, batches, arms, new, gamma, 1 if quick else 3, device)
         lm = byte_llama()[0].to(device)
         mass_rows = min(8, max(batches))
         mass = {} if quick else attention_mass(lm, prompts(min(contexts), mass_rows).to(device))
