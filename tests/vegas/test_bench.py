@@ -31,7 +31,7 @@ def _grid(c=1e-3, bw=1e6, p=1e-6):
         plain["tokens_per_s"] = batch * 4 / _seconds(plain, c, bw, p)
         rows.append(plain)
         entries = batch * 3 * context
-        cal = {"context": context, "batch": batch, "passes": 2, "forwards": 2, "kv_entries": 2 * entries,
+        cal = {"context": context, "batch": batch, "forwards": 2, "kv_entries": 2 * entries,
                "pairs": 7 * 2 * entries}  # fmt: skip
         cal["seconds"] = 2 * c + (2 * PARAM_BYTES + 2 * entries * KV_ENTRY) / bw + cal["pairs"] * p
         calibration.append(cal)
