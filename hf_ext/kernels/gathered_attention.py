@@ -258,9 +258,23 @@ def _reference_gathered_decode_attention(
     logits = torch.matmul(qg, ks.float().transpose(-1, -2)) * scale  # [B, H_kv, G, n]
     if valid is not None and not bool(valid.all()):
         logits = logits.masked_fill(~valid, float("-inf"))
+        vs = vs.masked_fill(~valid.transpose(-1, -2), 0.0)  # unattended slots may hold NaN: 0 * NaN = NaN
     lse = torch.logsumexp(logits, dim=-1)
     out = torch.matmul(torch.exp(logits - lse[..., None]), vs.float())  # [B, H_kv, G, D]
     return out.reshape(b, h_q, 1, d).to(q.dtype), lse.reshape(b, h_q)
+
+
+def _tails_finite(k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor) -> bool:
+    """Whether the slots between each row's length and the longest row's are finite: the fused kernel gives
+    them zero weight, and 0 * NaN would still reach the output (short rows of a ragged batch hold stale
+    slots there)."""
+    n = int(lengths.max())
+    return all(
+        bool(torch.isfinite(t[row, :, length:n]).all())
+        for row, length in enumerate(lengths.tolist())
+        if length < n
+        for t in (k, v)
+    )
 
 
 def _cpu_compact_decode_attention(
@@ -456,6 +470,12 @@ def gathered_decode_attention(
         check_triton_sizes(D=q.shape[-1])
         return _triton_gathered_decode_attention(q, k, v, idx, scale, lengths)
     fp32 = q.dtype == k.dtype == v.dtype == torch.float32
-    if backend == "auto" and lengths is not None and q.device.type == "cpu" and fp32:
+    if (
+        backend == "auto"
+        and lengths is not None
+        and q.device.type == "cpu"
+        and fp32
+        and _tails_finite(k, v, lengths)
+    ):
         return _cpu_compact_decode_attention(q, k, v, scale, lengths)
     return _reference_gathered_decode_attention(q, k, v, idx, scale, lengths)

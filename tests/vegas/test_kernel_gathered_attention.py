@@ -91,6 +91,19 @@ def test_gather_kv_rejects_an_out_without_room():
         gather_kv(k, v, torch.tensor([[1, 2, 3]]), 5, out=(torch.empty(1, 2, 4, 8), torch.empty(1, 2, 4, 8)))
 
 
+@pytest.mark.parametrize("backend", ["auto", "torch"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_compact_mode_ignores_non_finite_slots_past_a_row_length(backend, dtype):
+    q, k, v, _ = _inputs(2, 4, 2, 8, 10)
+    q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+    lengths = torch.tensor([10, 6])
+    clean = gathered_decode_attention(q, k, v, None, scale=0.3, length=lengths, backend=backend)
+    k[1, :, 6:], v[1, :, 6:] = float("nan"), float("-inf")  # a short row's stale slots
+    dirty = gathered_decode_attention(q, k, v, None, scale=0.3, length=lengths, backend=backend)
+    torch.testing.assert_close(dirty[0], clean[0])
+    torch.testing.assert_close(dirty[1], clean[1])
+
+
 def test_permutation_and_outside_positions():
     q, k, v = _qkv()
     idx = torch.tensor([[3, 7, 11, 40]])

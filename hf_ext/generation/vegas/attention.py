@@ -206,14 +206,15 @@ class VegasState:
         self, layer_idx: int, key: torch.Tensor, capacity: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The layer's compact buffers from the previous verify when they have room (reused: a fresh 20 MB
-        buffer costs more in first-touch page faults than the gather itself), else new ones with 1/8 spare."""
+        buffer costs more in first-touch page faults than the gather itself), else new zeroed ones with 1/8
+        spare (slots past a short row's length are read with zero weight, so they must never hold NaN)."""
         old = self.compact.get(layer_idx)
         b, h, _, d = key.shape
         if old is not None and old.keys.shape[:2] == (b, h) and old.capacity >= capacity:
             if old.keys.dtype == key.dtype:
                 return old.keys, old.values
         shape = (b, h, capacity + capacity // 8, d)
-        return key.new_empty(shape), key.new_empty(shape)
+        return key.new_zeros(shape), key.new_zeros(shape)
 
     def draft_attention(
         self, layer_idx: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float
