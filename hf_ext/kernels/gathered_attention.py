@@ -265,15 +265,11 @@ def _reference_gathered_decode_attention(
 
 
 def _tails_finite(k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor) -> bool:
-    """Whether the slots between each row's length and the longest row's are finite: the fused kernel gives
-    them zero weight, and 0 * NaN would still reach the output (short rows of a ragged batch hold stale
-    slots there)."""
-    n = int(lengths.max())
-    return all(
-        bool(torch.isfinite(t[row, :, length:n]).all())
-        for row, length in enumerate(lengths.tolist())
-        if length < n
-        for t in (k, v)
+    """Whether the slots from the shortest row's length to the longest's are finite: the fused kernel gives a
+    short row's slots there zero weight, and 0 * NaN would still reach its output."""
+    low, high = int(lengths.min()), int(lengths.max())
+    return low == high or bool(
+        torch.isfinite(k[:, :, low:high]).all() and torch.isfinite(v[:, :, low:high]).all()
     )
 
 
