@@ -71,7 +71,10 @@ def _reference(
     b, h_q, r, d = q.shape
     n = int(lengths.max())
     g = h_q // k.shape[1]
-    ks, vs = k[:, :, :n].repeat_interleave(g, dim=1), v[:, :, :n].repeat_interleave(g, dim=1)
+    live = (torch.arange(n, device=q.device) < lengths[:, None])[:, None, :, None]  # [B, 1, n, 1]
+    # slots past a short row's length get zero weight, and 0 * NaN is NaN: zero them in the copies
+    ks = k[:, :, :n].repeat_interleave(g, dim=1).masked_fill(~live, 0.0)
+    vs = v[:, :, :n].repeat_interleave(g, dim=1).masked_fill(~live, 0.0)
     rows = lengths[:, None] - r + torch.arange(r, device=q.device)  # [B, R] slot of each query
     seen = torch.arange(n, device=q.device) <= rows[..., None]  # [B, R, n]
     logits = torch.matmul(q.float(), ks.float().transpose(-1, -2)) * scale

@@ -47,6 +47,17 @@ def test_c_kernel_matches_the_reference(b, hq, hkv, r, d, n):
     assert torch.equal(fast[2].isinf(), ref[2].isinf())
 
 
+@pytest.mark.parametrize("backend", ["auto", "torch"])
+def test_non_finite_slots_past_a_row_length_are_ignored(backend):
+    q, k, v, lengths = _inputs(2, 4, 2, 3, 16, 40)  # row 1 holds 38 live slots of 40
+    rows = torch.tensor([[0, 2], [0, 2]])
+    clean = chunk_attention(q, k, v, lengths, scale=0.25, score_rows=rows, backend=backend)
+    k[1, :, 38:], v[1, :, 38:] = float("nan"), float("-inf")
+    dirty = chunk_attention(q, k, v, lengths, scale=0.25, score_rows=rows, backend=backend)
+    for a, b in zip(clean, dirty):
+        torch.testing.assert_close(b, a)
+
+
 def test_reference_equals_per_row_sdpa():
     q, k, v, lengths = _inputs(2, 4, 2, 5, 16, 40)
     out, lse, _ = chunk_attention(q, k, v, lengths, scale=0.25, backend="torch")

@@ -142,8 +142,10 @@ class InPlaceCache(Cache):
         shape = (batch_size, heads, max_cache_len, head_dim)
         self.slots = [
             InPlaceLayer(
-                torch.empty(shape, dtype=dtype, device=device),
-                torch.empty(shape, dtype=dtype, device=device),
+                torch.zeros(shape, dtype=dtype, device=device),  # never garbage: short rows of a ragged
+                torch.zeros(
+                    shape, dtype=dtype, device=device
+                ),  # batch read past their length with zero weight
                 [0] * batch_size,
                 text.sliding_window if kind == "sliding_attention" else None,
             )
