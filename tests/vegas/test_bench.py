@@ -86,3 +86,17 @@ def test_attention_mass_is_bounded_by_the_per_step_top_k_and_full_under_a_whole_
     whole = attention_mass(lm, ids, VegasConfig(num_draft_tokens=3, min_tokens=96))
     assert all(v["mean"] == pytest.approx(1.0, abs=1e-5) for v in whole.values())
     assert lm.config._attn_implementation == "sdpa"
+
+
+def test_verdicts_name_only_the_rivals_that_ran():
+    from hf_ext.generation.vegas.bench import _verdicts
+
+    def row(system, alpha, ratio):
+        return {"system": system, "identical": True, "context": 64, "batch": 8, "alpha": alpha,
+                "tokens_per_s_ratio": ratio}  # fmt: skip
+
+    full = _verdicts([row("vegas", 0.3, 0.5), row("sink+window", 0.1, 0.4), row("quest", 0.6, 0.45)])
+    assert "Vegas alpha >= sink+window and Quest: MISSED" in full[1]
+    assert full[3].startswith("N=64 batch 8: Vegas >= 1.1x the best other sparse self-draft: MET (1.11x)")
+    quick = _verdicts([row("vegas", 0.3, 0.5), row("sink+window", 0.1, 0.4)])
+    assert "Vegas alpha >= sink+window: MET" in quick[1] and "Quest" not in quick[1]

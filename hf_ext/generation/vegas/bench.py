@@ -371,7 +371,7 @@ def _verdicts(rows: list[dict[str, Any]]) -> list[str]:
         if rivals:
             notes.append(
                 verdict(
-                    f"N={n} batch {b}: Vegas alpha >= sink+window and Quest",
+                    f"N={n} batch {b}: Vegas alpha >= " + " and ".join(rivals).replace("quest", "Quest"),
                     all(v["alpha"] >= a for a in rivals.values()),
                     f"{v['alpha']:.3f} vs " + ", ".join(f"{k} {a:.3f}" for k, a in rivals.items()),
                 )
