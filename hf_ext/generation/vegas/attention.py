@@ -4,8 +4,10 @@ The function is registered with transformers' ``AttentionInterface`` and reads t
 ``vegas_mode`` and ``vegas_state``:
 
 * no state (pass-through): the host's SDPA call, unchanged;
-* ``"prefill"`` / ``"verify"``: the host's SDPA output; on a global layer the selection ``I_l`` is then
-  refreshed from this pass's scores and gathered, with the chunk's tail, into one compact buffer;
+* ``"prefill"`` / ``"verify"``: exact attention over the full cache (the host's SDPA; a global layer's verify
+  on an ``InPlaceCache`` runs ``hf_ext.kernels.chunk_attention``, which also returns the score rows); on a
+  global layer the selection ``I_l`` is then refreshed from this pass's scores and gathered, with the chunk's
+  tail, into one compact buffer;
 * ``"draft"`` on a global layer: the layer's K/V arrive from its compact buffer (the draft cache view appends
   the draft token there instead of the full cache) and one decode attention runs over it
   (``hf_ext.kernels.gathered_decode_attention``). Quest reads its pages from the full cache per step and
