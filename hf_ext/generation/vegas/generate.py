@@ -3,8 +3,9 @@
 Each iteration drafts up to gamma tokens with the model itself, its global layers attending only to the
 compact buffer built at the previous verify, rolls back the draft's sliding-window KV, then verifies
 ``[b, y_1..y_gamma_t]`` in one forward with exact attention over the full cache (SDPA, or on an
-``InPlaceCache`` the ``chunk_attention`` kernel), so the accepted tokens are the model's own: greedy output is token-identical to ``generate(do_sample=False)``, and
-sampling uses the speculative rejection rule (arXiv 2211.17192) so the output distribution is the model's.
+``InPlaceCache`` the ``chunk_attention`` kernel), so the accepted tokens are the model's own: greedy output is
+token-identical to ``generate(do_sample=False)``, and sampling uses the speculative rejection rule
+(arXiv 2211.17192) so the output distribution is the model's.
 
 The default cache is an :class:`~hf_ext.generation.vegas.cache.InPlaceCache`: K/V preallocated once, rollback
 by moving each row's length, and batches whose rows accept different numbers of tokens (each row keeps its
