@@ -427,6 +427,7 @@ def gathered_decode_attention(
     *,
     scale: float,
     length: int | torch.Tensor | None = None,
+    padding_finite: bool = False,
     backend: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One-query attention over the cache rows ``idx`` (or the first ``length`` rows in compact mode).
@@ -440,6 +441,9 @@ def gathered_decode_attention(
         scale: Softmax scale (e.g. ``module.scaling``).
         length: Compact mode only: rows ``[0, length)`` are attended, one int for all rows or an int tensor
             ``[B]`` (ragged rows); defaults to ``N``.
+        padding_finite: Compact mode, ragged rows: ``True`` when the caller guarantees that the slots past
+            each row's length (up to the longest row's) hold finite values, so the fused CPU kernel, which
+            gives them zero weight, runs without first reading them to check (``0 * NaN`` is NaN).
         backend: ``"auto"``, ``"torch"`` or ``"triton"``.
 
     Returns:
@@ -471,7 +475,7 @@ def gathered_decode_attention(
         and lengths is not None
         and q.device.type == "cpu"
         and fp32
-        and _tails_finite(k, v, lengths)
+        and (padding_finite or _tails_finite(k, v, lengths))
     ):
         return _cpu_compact_decode_attention(q, k, v, scale, lengths)
     return _reference_gathered_decode_attention(q, k, v, idx, scale, lengths)

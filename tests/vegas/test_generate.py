@@ -78,6 +78,30 @@ def test_batch_rows_equal_the_same_prompts_decoded_alone(arch, selector):
     assert s.emitted == sum(a.vegas_stats.emitted for a in alone)
 
 
+def test_a_finished_row_leaves_the_batch(monkeypatch):
+    import hf_ext.generation.vegas.attention as attention
+
+    calls = []
+    real = attention.chunk_attention
+
+    def spy(query, key, value, lengths, **kw):
+        calls.append((query.shape[2], lengths.tolist()))
+        return real(query, key, value, lengths, **kw)
+
+    monkeypatch.setattr(attention, "chunk_attention", spy)
+    lm = _model("llama").double()
+    ids = torch.cat([_prompt(seed=s) for s in range(3)])
+    out = _vegas(lm, ids, _cfg())
+    assert torch.equal(out.sequences, lm.generate(ids, max_new_tokens=24, do_sample=False))
+    s = out.vegas_stats
+    retired = 3 * s.iterations - s.row_iterations  # verify passes over rows that had already finished
+    assert retired > 0
+    # a finished row's verify reads only the first q slots (its output is discarded), a live row all of them
+    assert sum(n == q for q, lengths in calls for n in lengths) == lm.config.num_hidden_layers * retired
+    assert all(n > 150 or n == q for q, lengths in calls for n in lengths)
+    assert s.kv_entries_verify == sum(sum(lengths) for _, lengths in calls)
+
+
 def test_dynamic_cache_path_is_token_identical():
     lm, ids = _model("llama"), _prompt()
     ref = lm.generate(ids, max_new_tokens=24, do_sample=False)

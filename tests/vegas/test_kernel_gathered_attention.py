@@ -104,6 +104,20 @@ def test_compact_mode_ignores_non_finite_slots_past_a_row_length(backend, dtype)
     torch.testing.assert_close(dirty[1], clean[1])
 
 
+def test_padding_finite_skips_the_check_and_keeps_the_result(monkeypatch):
+    import hf_ext.kernels.gathered_attention as ga
+
+    q, k, v, _ = _inputs(2, 4, 2, 8, 10)
+    lengths = torch.tensor([10, 3])
+    checked = gathered_decode_attention(q, k, v, None, scale=0.3, length=lengths)
+    monkeypatch.setattr(ga, "_tails_finite", lambda *a: pytest.fail("the padding was read"))
+    vouched = gathered_decode_attention(q, k, v, None, scale=0.3, length=lengths, padding_finite=True)
+    ref = gathered_decode_attention(q, k, v, None, scale=0.3, length=lengths, backend="torch")
+    for a, b, c in zip(checked, vouched, ref):
+        torch.testing.assert_close(a, b)
+        torch.testing.assert_close(b, c)
+
+
 def test_permutation_and_outside_positions():
     q, k, v = _qkv()
     idx = torch.tensor([[3, 7, 11, 40]])

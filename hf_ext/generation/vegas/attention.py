@@ -80,6 +80,7 @@ class VegasState:
         self.dense_layers = frozenset(sorted(global_layers)[: config.quest_dense_layers])
         self.cache = cache
         self.last: list[int] | None = None  # per row, the chunk index of the last real verify row
+        self.retired: list[bool] = []  # per row, set by the loop: finished, so its cache is no longer read
         self.valid_len: list[int] = []
         self.budget: list[int] = []
         self.compact: dict[int, InPlaceLayer] = {}
@@ -108,6 +109,13 @@ class VegasState:
     def _selector(self, layer_idx: int) -> str:
         sel = self.config.selector
         return "full" if sel == "quest" and layer_idx in self.dense_layers else sel
+
+    def live_lengths(self, n_keys: list[int], q: int) -> list[int]:
+        """The entries a verify of ``q`` rows reads per row: all of a live row's ``n_keys``, only the first
+        ``q`` slots of a retired one (its output is discarded; a finished sequence leaves the batch, as in
+        vLLM, so it costs no cache reads)."""
+        retired = self.retired or [False] * len(n_keys)
+        return [min(n, q) if r else n for n, r in zip(n_keys, retired)]
 
     def _last(self, rows: int, batch: int) -> list[int]:
         """Per row, the chunk index of the verify's last real row."""
@@ -183,10 +191,14 @@ class VegasState:
             chosen = [torch.arange(v) for v in valid]
         else:  # quest: pages are chosen per draft step; the buffer holds the dense tail only
             pages = self.pages.setdefault(layer_idx, QuestPages(cfg.page_size))
-            pages.extend(key, min(valid))
+            retired = self.retired or [False] * len(valid)
+            pages.extend(key, min(v for v, r in zip(valid, retired) if not r))
             self.full_kv[layer_idx] = (key, value)
             chosen = [torch.empty(0, dtype=torch.long)] * len(valid)
             tails = [pages.covered] * len(valid)
+        for b, r in enumerate(self.retired):
+            if r:  # valid_len is 1 (see live_lengths): keep slot 0 so the row's draft attention stays finite
+                chosen[b], tails[b] = torch.zeros(1, dtype=torch.long), valid[b]
         rows = pad_rows(
             [
                 torch.cat([c.to(dev), torch.arange(t, n, device=dev)])
@@ -231,6 +243,7 @@ class VegasState:
             None,
             scale=scale,
             length=torch.tensor(lengths, device=key.device),
+            padding_finite=True,  # the buffers are zero-filled when made and only ever hold cache entries
             backend=backend,
         )
         read = float(sum(lengths))
@@ -303,7 +316,7 @@ def vegas_attention_forward(
     q, window = query.shape[2], _window(module, layer)
     scores = None
     if isinstance(layer, InPlaceLayer) and vegas_mode == "verify" and window is None:
-        n_keys = layer.lengths
+        n_keys = vegas_state.live_lengths(layer.lengths, q)
         out, scores = vegas_state.verify_attention(layer_idx, query, key, value, scale, n_keys)
         reads = list(n_keys)
     elif isinstance(layer, InPlaceLayer):

@@ -329,15 +329,18 @@ class _Loop:
         """Verify every row's ``[b, y_1..y_gamma_t]`` in one forward.
 
         Returns per row the emitted tokens (after EOS/length truncation), how many of them are accepted draft
-        tokens, and their processed and raw scores.
+        tokens, and their processed and raw scores; nothing for a retired (finished) row.
         """
         n = [len(ids) - 1 for ids in rows]
         width = 1 + max(len(t) for t in tokens)
         chunk = [[int(ids[-1]), *t, *[int(ids[-1])] * (width - 1 - len(t))] for ids, t in zip(rows, tokens)]
         self.state.last = [len(t) for t in tokens]
         logits = self.forward(torch.tensor(chunk, device=rows[0].device), n, self.cache, "verify", width)
-        out = []
+        out: list[tuple[list[int], int, list[torch.Tensor], list[torch.Tensor]]] = []
         for b, (ids, t) in enumerate(zip(rows, tokens)):
+            if self.state.retired and self.state.retired[b]:
+                out.append(([], 0, [], []))
+                continue
             g = len(t)
             prefixes = [torch.cat([ids, ids.new_tensor(t[:i])]) for i in range(g + 1)]
             target = torch.stack([self.process(p, logits[b, i]) for i, p in enumerate(prefixes)])
@@ -366,6 +369,7 @@ class _Loop:
                 0 if d else max(0, min(gamma, self.gen.max_length - len(r) - 1)) for d, r in zip(done, rows)
             ]
             used = list(zip(self.state.valid_len or n, self.state.budget or n))
+            self.state.retired = list(done)
             with Timer(input_ids.device) as t_draft:
                 tokens, draft_scores = self.draft(rows, gammas) if max(gammas) else ([[] for _ in rows], [])
             with Timer(input_ids.device) as t_verify:

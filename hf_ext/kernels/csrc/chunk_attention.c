@@ -162,7 +162,7 @@ int chunk_attention(const float *q, const float *k, const float *v, int64_t b_n,
                     const int64_t *score_rows, int64_t n_score, float *scores, int64_t score_len, int threads) {
     const int64_t g_n = hq / hkv;
     if (g_n * r_n > 64) return 1;
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) /* rows differ in length; a finished row has almost none */
     for (int64_t t = 0; t < b_n * hkv; ++t) {
         const int64_t b = t / hkv, h = t % hkv;
         (g_n * r_n <= 8 ? task_8 : task_n)(q, k + b * skb + h * skh, v + b * svb + h * svh, hq, g_n, r_n, d_n, skn,
