@@ -62,13 +62,30 @@ def test_apply_predicts_a_draft_arm_and_reports_shares_at_the_largest_setting():
     rows, calibration = _grid()
     arm = _row("vegas", 10, 100.0, 9000.0, extra=500.0, context=512, batch=8)
     arm["tokens_per_s"] = 8 * 4 / (2 * _seconds(arm, 1e-3, 1e6, 1e-6))  # measured: twice the model's time
-    (c, bw, p), shares = apply_cost_model([*rows, arm], calibration, PARAM_BYTES, KV_ENTRY)
-    assert (c, bw, p) == pytest.approx((1e-3, 1e6, 1e-6), rel=1e-6)
+    (c, bw, p), shares, c_loop = apply_cost_model([*rows, arm], calibration, PARAM_BYTES, KV_ENTRY)
+    assert (c, bw, p) == pytest.approx((1e-3, 1e6, 1e-6), rel=1e-6) and c_loop == {}
     assert all(r["model_ratio"] == pytest.approx(1.0) for r in rows)
     assert arm["model_vs_measured"] == pytest.approx(2.0)
     assert set(shares) == {"plain greedy (InPlaceCache)", "vegas"}
     assert sum(shares["vegas"].values()) == pytest.approx(1.0)
     assert arm["kv_MB_per_token"] == pytest.approx(100.0 * KV_ENTRY / 1e6)
+
+
+def test_a_draft_forward_costs_the_loops_own_time_from_its_short_context_timing():
+    from hf_ext.generation.vegas.bench import apply_cost_model, loop_forward_cost
+
+    rows, calibration = _grid()
+    # the loop at a short context: 30 forwards whose fixed cost is 3 ms each, plus its bytes and arithmetic
+    loop = {"batch": 8, "forwards": 30, "kv_entries": 4000.0, "extra_entries": 1000.0, "pairs": 20000.0}
+    loop["seconds"] = 30 * 3e-3 + (30 * PARAM_BYTES + 5000 * KV_ENTRY) / 1e6 + 20000 * 1e-6
+    assert loop_forward_cost(loop, (1e-3, 1e6, 1e-6), PARAM_BYTES, KV_ENTRY) == pytest.approx(3e-3)
+    arm = _row("vegas", 10, 100.0, 9000.0, extra=500.0, context=512, batch=8)
+    plain_like = _seconds(arm, 1e-3, 1e6, 1e-6)
+    arm["tokens_per_s"] = 8 * 4 / (plain_like + 10 * (3e-3 - 1e-3))  # measured: forwards at the loop's cost
+    _, _, c_loop = apply_cost_model([*rows, arm], calibration, PARAM_BYTES, KV_ENTRY, [loop])
+    assert c_loop == {8: pytest.approx(3e-3)}
+    assert arm["model_vs_measured"] == pytest.approx(1.0)
+    assert all(r["model_ratio"] == pytest.approx(1.0) for r in rows)  # plain arms keep c
 
 
 @requires("transformers")

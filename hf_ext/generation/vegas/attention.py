@@ -164,7 +164,8 @@ class VegasState:
         last = None if prefill else self._last(q, len(n_keys))
         seen = valid if last is None else [v + t for v, t in zip(valid, last)]
         ks = [budget(s, v, cfg.sparse_ratio, cfg.min_tokens, self.max_length) for s, v in zip(seen, valid)]
-        if any(k >= v for k, v in zip(ks, valid)) and not self._warned_degenerate:
+        retired = self.retired or [False] * len(valid)
+        if any(k >= v for k, v, r in zip(ks, valid, retired) if not r) and not self._warned_degenerate:
             logger.warning(
                 "Vegas budget %s >= selectable length %s: the draft reads the whole cache.", ks, valid
             )
@@ -191,7 +192,6 @@ class VegasState:
             chosen = [torch.arange(v) for v in valid]
         else:  # quest: pages are chosen per draft step; the buffer holds the dense tail only
             pages = self.pages.setdefault(layer_idx, QuestPages(cfg.page_size))
-            retired = self.retired or [False] * len(valid)
             pages.extend(key, min(v for v, r in zip(valid, retired) if not r))
             self.full_kv[layer_idx] = (key, value)
             chosen = [torch.empty(0, dtype=torch.long)] * len(valid)

@@ -15,8 +15,9 @@ never copied), the batch-1 settings from its first row. Timing covers decode onl
 every system three times, round robin, and keeps its fastest time (this shared host's speed drifts between
 minutes). Counted costs beside the times: alpha, tau, KV entries and weight bytes read per token, a cost
 model of a step (per forward, bytes, query-key arithmetic; fitted on the plain arms and timings of the
-verify's attention alone) whose predicted tokens/s ratio is compared with the measured one and extrapolated
-to an H200, and the attention mass each selection keeps.
+verify's attention alone, the self-draft loop's fixed cost per forward timed on a short context) whose
+predicted tokens/s ratio is compared with the measured one and extrapolated to an H200, and the attention
+mass each selection keeps.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ SPARSE = ("vegas", "sink+window", "quest")
 PLAIN, STATIC = "plain greedy (InPlaceCache)", "plain greedy (StaticCache)"
 MARKER = b"\n# again:\n"
 QUESTION = 64  # bytes of the early function repeated after the marker
+LOOP_CONTEXT = 128  # tokens of the prompt that times the self-draft loop's fixed cost per forward
 # H200 (stated, not measured): HBM bandwidth, per-forward launch overhead of a 4-layer model, bf16.
 H200_BW, H200_FORWARD_S, BF16 = 4.8e12, 60e-6, 2
 
@@ -189,6 +191,44 @@ def _calibrate(lm: Any, base: Any, rows: int, context: int, chunk: int, reps: in
             "pairs": chunk * heads * entries, "seconds": seconds}  # fmt: skip
 
 
+def _calibrate_loop(lm: Any, prompt: torch.Tensor, new: int, gamma: int, repeats: int) -> dict[str, Any]:
+    """Time the self-draft loop itself: ``new`` tokens with the full-cache selector over a prompt of
+    :data:`LOOP_CONTEXT` tokens, where reading the cache costs almost nothing, so what remains per forward is
+    the loop's fixed cost (the custom attention path, selection and gathers, per-row acceptance, and the
+    verify's ``gamma + 1`` rows through the MLPs); the fastest of ``repeats``, outside every arm and
+    setting."""
+    import logging
+
+    from hf_ext.generation.vegas.cache import InPlaceCache
+    from hf_ext.generation.vegas.config import VegasConfig
+    from hf_ext.generation.vegas.generate import vegas_generate
+
+    prompt = prompt[:, :LOOP_CONTEXT]
+    b, n = prompt.shape
+    cfg = lm.config
+    base = InPlaceCache(cfg, b, n + new + gamma + 2, device=prompt.device)
+    with torch.no_grad():
+        lm(prompt[:, :-1], cache=base, use_cache=True, logits_to_keep=1)
+    vc = VegasConfig(num_draft_tokens=gamma, selector="full")
+    quiet = logging.getLogger("hf_ext.generation.vegas.attention")
+    level, seconds = quiet.level, math.inf
+    quiet.setLevel(logging.ERROR)  # the budget covers the whole short cache: the one-time warning is expected
+    try:
+        for _ in range(repeats):
+            out, t = _decode(
+                lm, prompt, base.rows(b, n - 1), new, custom_generate=vegas_generate, vegas_config=vc
+            )
+            seconds = min(seconds, t)
+    finally:
+        quiet.setLevel(level)
+    s = out.vegas_stats
+    layers, heads = cfg.num_hidden_layers, cfg.num_attention_heads
+    return {"batch": b, "forwards": 1 + s.forwards, "kv_entries": b * layers * n + s.kv_entries,
+            "pairs": heads * b * layers * n + s.query_key_pairs,
+            "extra_entries": 0.5 * (s.score_key_reads + s.selection_entries) + 2 * s.gathered_entries,
+            "seconds": seconds}  # fmt: skip
+
+
 def _grid(
     contexts: tuple[int, ...],
     batches: tuple[int, ...],
@@ -197,15 +237,18 @@ def _grid(
     gamma: int,
     repeats: int,
     device: str = "cpu",
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     from hf_ext.generation.vegas._bench_lm import byte_llama
     from hf_ext.generation.vegas.cache import InPlaceCache
 
     lm, recipe = byte_llama()
     lm.to(device)
     rows, calibration = [], []
+    loop = []
     for n in contexts:
         prompt = prompts(n, max(batches)).to(device)
+        if not loop:  # the prompts' first tokens
+            loop = [_calibrate_loop(lm, prompt[:b], new, gamma, repeats) for b in sorted(batches)]
         base = InPlaceCache(lm.config, max(batches), n + new + gamma + 2, device=device)
         with torch.no_grad():
             lm(prompt[:, :-1], cache=base, use_cache=True, logits_to_keep=1)
@@ -216,7 +259,7 @@ def _grid(
             )
             calibration.append(_calibrate(lm, base, b, n, gamma + 1))
         del base
-    return rows, calibration, recipe
+    return rows, calibration, loop, recipe
 
 
 # ---------------------------------------------------------------------------------------------- byte model
@@ -265,20 +308,39 @@ def fit_cost_model(
     return c, (1.0 / inv_bw if inv_bw > 0 else math.inf), p
 
 
+def loop_forward_cost(
+    loop: dict[str, Any], fit: tuple[float, float, float], param_bytes: int, kv_entry: int
+) -> float:
+    """Seconds per forward of the self-draft loop: a :func:`_calibrate_loop` timing less its bytes and
+    query-key arithmetic under the fitted ``(c, bw, p)``, divided by its forwards."""
+    _, bw, p = fit
+    nbytes = loop["forwards"] * param_bytes + (loop["kv_entries"] + loop["extra_entries"]) * kv_entry
+    return (loop["seconds"] - nbytes / bw - loop["pairs"] * p) / loop["forwards"]
+
+
 def apply_cost_model(
-    rows: list[dict[str, Any]], calibration: list[dict[str, Any]], param_bytes: int, kv_entry: int
-) -> tuple[tuple[float, float, float], dict[str, dict[str, float]]]:
+    rows: list[dict[str, Any]],
+    calibration: list[dict[str, Any]],
+    param_bytes: int,
+    kv_entry: int,
+    loop: list[dict[str, Any]] | None = None,
+) -> tuple[tuple[float, float, float], dict[str, dict[str, float]], dict[int, float]]:
     """Add ``weight_MB_per_token``, ``kv_MB_per_token``, ``model_ratio`` (the cost model's tokens/s ratio vs
     plain) and ``model_vs_measured`` (its ratio to the measured one vs the same plain arm) to every row.
 
-    Returns the fitted ``(c, bw, p)`` and, per system at the largest setting, the modelled shares of its time
-    (``forward``, ``bytes``, ``pairs``)."""
+    A self-draft arm's forwards cost the loop's own per-forward time (:func:`loop_forward_cost`, per batch
+    size, from ``loop``) instead of the plain arms' ``c``; without ``loop`` they cost ``c``.
+
+    Returns the fitted ``(c, bw, p)``, per system at the largest setting the modelled shares of its time
+    (``forward``, ``bytes``, ``pairs``), and the loop's seconds per forward by batch size."""
     c, bw, p = fit_cost_model(rows, calibration, param_bytes, kv_entry)
+    c_loop = {x["batch"]: loop_forward_cost(x, (c, bw, p), param_bytes, kv_entry) for x in loop or []}
     plain = {(r["context"], r["batch"]): r for r in rows if r["system"] == PLAIN}
 
     def terms(r: dict[str, Any]) -> tuple[float, float, float]:
         f, nbytes, pairs = cost_terms(r, param_bytes, kv_entry)
-        return f * c, nbytes / bw, pairs * p
+        per_forward = c if r["system"] in (PLAIN, STATIC) else c_loop.get(r["batch"], c)
+        return f * per_forward, nbytes / bw, pairs * p
 
     top = max((r["context"], r["batch"]) for r in rows)
     shares = {}
@@ -294,7 +356,7 @@ def apply_cost_model(
         if (r["context"], r["batch"]) == top:
             t = terms(r)
             shares[r["system"]] = {k: v / sum(t) for k, v in zip(("forward", "bytes", "pairs"), t)}
-    return (c, bw, p), shares
+    return (c, bw, p), shares, c_loop
 
 
 def h200_projection(
@@ -403,13 +465,16 @@ def _verdicts(rows: list[dict[str, Any]]) -> list[str]:
 def _report(
     rows: list[dict[str, Any]],
     calibration: list[dict[str, Any]],
+    loop: list[dict[str, Any]],
     mass: dict[str, dict[str, float]],
     recipe: dict[str, Any],
     config: dict[str, Any],
     lm_config: Any,
 ) -> BenchReport:
     params = int(recipe.get("parameters", 0)) or _params(lm_config)
-    (c, bw, p_pair), model_shares = apply_cost_model(rows, calibration, 4 * params, entry_bytes(lm_config, 4))
+    (c, bw, p_pair), model_shares, c_loop = apply_cost_model(
+        rows, calibration, 4 * params, entry_bytes(lm_config, 4), loop
+    )
     top = max((r["context"], r["batch"]) for r in rows)
     plain_top = next(r for r in rows if (r["context"], r["batch"]) == top and r["system"] == PLAIN)
     cal_top = next(x for x in calibration if (x["context"], x["batch"]) == top)
@@ -442,9 +507,12 @@ def _report(
         f"cost model, fitted on the plain arms and {len(calibration)} timings of the verify's attention "
         f"alone (never on a self-draft arm): {1e3 * c:.2f} ms per forward + bytes / {bw / 1e9:.2f} GB/s + "
         f"{1e12 * p_pair:.0f} ps per query-head x cache-position pair (weights once per forward; KV per "
-        "entry attended; the selection's key re-reads, gathers and page bounds); `model_ratio` = its "
-        "predicted tokens/s ratio vs plain (InPlaceCache), `model_vs_measured` = prediction / measurement "
-        "(1 = exact; target within 0.7-1.3).",
+        "entry attended; the selection's key re-reads, gathers and page bounds); a self-draft forward costs "
+        f"the loop's own fixed time instead, timed at a {LOOP_CONTEXT}-token context (full-cache drafts) "
+        "less its bytes and arithmetic: "
+        + ", ".join(f"{1e3 * v:.2f} ms at batch {b}" for b, v in sorted(c_loop.items()))
+        + "; `model_ratio` = its predicted tokens/s ratio vs plain (InPlaceCache), `model_vs_measured` = "
+        "prediction / measurement (1 = exact; target within 0.7-1.3).",
         f"calibration at N={top[0]} x batch {top[1]}: the verify's attention alone ({config['gamma'] + 1} "
         f"query rows, chunk_attention over every layer) takes {chunk_cost:.2f}x a whole plain decode step.",
         f"cost model shares at N={top[0]} x batch {top[1]} (per forward / bytes / query-key arithmetic): "
@@ -489,7 +557,9 @@ def _run(contexts: tuple[int, ...], batches: tuple[int, ...], arms: tuple[str, .
     from hf_ext.generation.vegas._bench_lm import byte_llama
 
     with pinned_threads(THREADS):
-        rows, calibration, recipe = _grid(contexts, batches, arms, new, gamma, 1 if quick else 3, device)
+        rows, calibration, loop, recipe = _grid(
+            contexts, batches, arms, new, gamma, 1 if quick else 3, device
+        )
         lm = byte_llama()[0].to(device)
         mass_rows = min(8, max(batches))
         mass = {} if quick else attention_mass(lm, prompts(min(contexts), mass_rows).to(device))
@@ -497,7 +567,7 @@ def _run(contexts: tuple[int, ...], batches: tuple[int, ...], arms: tuple[str, .
         r["new"] = new
     cfg = {"contexts": contexts, "batches": batches, "arms": arms, "new": new, "gamma": gamma, "quick": quick,
            "mass_rows": mass_rows}  # fmt: skip
-    return _report(rows, calibration, mass, recipe, cfg, lm.config)
+    return _report(rows, calibration, loop, mass, recipe, cfg, lm.config)
 
 
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
