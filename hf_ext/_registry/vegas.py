@@ -44,7 +44,8 @@ METHOD = MethodInfo(
         "Quest baseline (project baseline from the Quest paper, not in the Vegas code)",
         "compact draft buffer gathered once per verify (vLLM reads through a page table)",
         "batch > 1 with per-row lengths on the preallocated cache; ragged rows are masked (vLLM slot "
-        "rollback)",
+        "rollback); a finished row stays in the batch tensors but reads only its verify chunk "
+        "(vLLM drops it)",
         "on CPU the verify's attention and its score rows come from one C kernel (chunk_attention; the "
         "paper fuses the scores into its GPU attention kernel)",
     ),

@@ -9,7 +9,9 @@ token-identical to ``generate(do_sample=False)``, and sampling uses the speculat
 
 The default cache is an :class:`~hf_ext.generation.vegas.cache.InPlaceCache`: K/V preallocated once, rollback
 by moving each row's length, and batches whose rows accept different numbers of tokens (each row keeps its
-own length; the attention masks the stale slots of shorter rows, as vLLM's slot rollback does).
+own length; the attention masks the stale slots of shorter rows, as vLLM's slot rollback does). A row that
+has finished stays in the batch tensors until the last one does, but its verify reads only its chunk's first
+slots and its drafts one entry, so it costs no cache reads (vLLM removes finished sequences from its batch).
 """
 
 from __future__ import annotations
