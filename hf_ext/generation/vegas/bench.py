@@ -244,7 +244,7 @@ def _grid(
     lm, recipe = byte_llama()
     lm.to(device)
     rows, calibration = [], []
-    loop = []
+    loop: list[dict[str, Any]] = []
     for n in contexts:
         prompt = prompts(n, max(batches)).to(device)
         if not loop:  # the prompts' first tokens
