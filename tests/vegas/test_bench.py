@@ -108,12 +108,31 @@ def test_attention_mass_is_bounded_by_the_per_step_top_k_and_full_under_a_whole_
 def test_verdicts_name_only_the_rivals_that_ran():
     from hf_ext.generation.vegas.bench import _verdicts
 
-    def row(system, alpha, ratio):
-        return {"system": system, "identical": True, "context": 64, "batch": 8, "alpha": alpha,
-                "tokens_per_s_ratio": ratio}  # fmt: skip
-
-    full = _verdicts([row("vegas", 0.3, 0.5), row("sink+window", 0.1, 0.4), row("quest", 0.6, 0.45)])
+    full = _verdicts([_arm("vegas", 0.3, 0.5), _arm("sink+window", 0.1, 0.4), _arm("quest", 0.6, 0.45)])
     assert "Vegas alpha >= sink+window and Quest: MISSED" in full[1]
     assert full[3].startswith("N=64 batch 8: Vegas >= 1.1x the best other sparse self-draft: MET (1.11x)")
-    quick = _verdicts([row("vegas", 0.3, 0.5), row("sink+window", 0.1, 0.4)])
+    assert len(full) == 4  # no gamma sweep ran: no tuned verdicts
+    quick = _verdicts([_arm("vegas", 0.3, 0.5), _arm("sink+window", 0.1, 0.4)])
     assert "Vegas alpha >= sink+window: MET" in quick[1] and "Quest" not in quick[1]
+
+
+def _arm(arm, alpha, ratio, gamma=6, identical=True):
+    system = arm if gamma == 6 else f"{arm} (gamma {gamma})"
+    return {"system": system, "_arm": arm, "gamma": gamma, "identical": identical, "context": 64, "batch": 8,
+            "alpha": alpha, "tokens_per_s_ratio": ratio, "tokens_per_s": 100 * ratio}  # fmt: skip
+
+
+def test_tuned_verdicts_take_every_sparse_arm_at_its_fastest_gamma():
+    from hf_ext.generation.vegas.bench import _verdicts
+
+    rows = [_arm("vegas", 0.3, 0.5), _arm("quest", 0.6, 0.45), _arm("full-kv oracle", 1.0, 0.9),
+            _arm("vegas", 0.7, 1.4, gamma=2), _arm("quest", 0.8, 0.6, gamma=1),
+            _arm("quest", 0.7, 0.55, gamma=2, identical=False)]  # fmt: skip
+    notes = _verdicts(rows)
+    assert notes[0].endswith("MISSED (5/6 runs identical)")
+    assert "Vegas alpha >= Quest: MISSED (0.300 vs quest 0.600)" in notes[1]  # the default gamma only
+    assert notes[-2] == (
+        "N=64 batch 8, each sparse arm at its fastest gamma: Vegas >= 1.3x the best plain greedy: "
+        "MET (1.40x at gamma 2)"
+    )
+    assert notes[-1].endswith("Vegas >= 1.1x the best other sparse self-draft: MET (2.33x quest at gamma 1)")
