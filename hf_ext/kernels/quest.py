@@ -6,7 +6,9 @@
   ``score = sum_d max(q_d * min_d, q_d * max_d)`` (an upper bound of ``q.k`` inside the page), summed over the
   query heads of each KV head's group.
 
-Torch only (cost ``O(N / page * D)``).
+Torch only (cost ``O(N / page * D)``). As ``min_d <= max_d``, ``max(q_d * min_d, q_d * max_d)`` is
+``relu(q_d) * max_d + min(q_d, 0) * min_d``, so the scores are two matrix products that read the page metadata
+once, with no ``[B, H_q, P, D]`` temporaries.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def quest_page_scores(q: torch.Tensor, kmin: torch.Tensor, kmax: torch.Tensor) -
     Args:
         q: Query ``[B, H_q, 1, D]``.
         kmin: Page minima ``[B, H_kv, P, D]``.
-        kmax: Page maxima ``[B, H_kv, P, D]``.
+        kmax: Page maxima ``[B, H_kv, P, D]``, ``>= kmin`` elementwise (as :func:`page_minmax` returns them).
 
     Returns:
         ``[B, H_kv, P]`` fp32.
@@ -67,6 +69,8 @@ def quest_page_scores(q: torch.Tensor, kmin: torch.Tensor, kmax: torch.Tensor) -
         raise ValueError(
             f"`q` {tuple(q.shape)} does not match the page metadata {tuple(kmin.shape)} (heads, D)."
         )
-    qg = q.float().view(b, h_kv, h_q // h_kv, 1, d)
-    per_head = torch.maximum(qg * kmin.float()[:, :, None], qg * kmax.float()[:, :, None]).sum(-1)
-    return per_head.sum(2)
+    qg = q.float().view(b, h_kv, h_q // h_kv, d)
+    up = qg.clamp(min=0).sum(2, keepdim=True)  # [B, H_kv, 1, D]: the group's positive parts meet the maxima
+    down = qg.clamp(max=0).sum(2, keepdim=True)
+    scores = up @ kmax.float().transpose(-1, -2) + down @ kmin.float().transpose(-1, -2)
+    return scores[:, :, 0]
