@@ -577,12 +577,10 @@ def _report(
         f"{100 * shares['fixed']:.1f}% fixed time; per arm (measured alpha/tau kept): "
         + "; ".join(f"{p['system']} {p['h200_speedup']:.2f}x" for p in proj),
     ]
-    head = Headline.from_rows(
-        [r for r in rows if (r["context"], r["batch"]) == top and r["system"] != "full-kv oracle"],
-        "tokens_per_s",
-        higher_is_better=True,
-        method_system="vegas",
-    )
+    # Vegas at its fastest gamma against every baseline row of the setting, each sparse arm at every gamma run
+    pool = [r for r in rows if (r["context"], r["batch"]) == top and r["system"] != "full-kv oracle"]
+    fastest = max((r for r in pool if r.get("_arm") == "vegas"), key=lambda r: r["tokens_per_s"])
+    head = Headline.from_rows(pool, "tokens_per_s", higher_is_better=True, method_system=fastest["system"])
     clean = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
     for r in clean:
         r.pop("new", None)
@@ -591,7 +589,8 @@ def _report(
         headline=head,
         config=config,
         notes=notes,
-        what=f"trained byte Llama, N={top[0]} x batch {top[1]}: Vegas vs plain greedy and sparse self-drafts",
+        what=f"trained byte Llama, N={top[0]} x batch {top[1]}: Vegas at its fastest gamma vs plain greedy "
+        "and the other sparse self-drafts at every gamma run",
     )
 
 
