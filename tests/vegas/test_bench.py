@@ -136,3 +136,18 @@ def test_tuned_verdicts_take_every_sparse_arm_at_its_fastest_gamma():
         "MET (1.40x at gamma 2)"
     )
     assert notes[-1].endswith("Vegas >= 1.1x the best other sparse self-draft: MET (2.33x quest at gamma 1)")
+
+
+def test_headline_takes_vegas_at_its_fastest_gamma_against_every_baseline_row():
+    from hf_ext.generation.vegas.bench import PLAIN, headline
+
+    def base(system, tps, **kw):
+        return {"system": system, "is_baseline": True, "context": 64, "batch": 8, "tokens_per_s": tps, **kw}
+
+    rows = [base(PLAIN, 80.0), base("sink+window (gamma 1)", 85.0, _arm="sink+window"),
+            base("full-kv oracle", 200.0, _arm="full"), base(PLAIN, 999.0, context=32),
+            {**_arm("vegas", 0.3, 0.7), "is_baseline": False, "tokens_per_s": 60.0},
+            {**_arm("vegas", 0.6, 1.1, gamma=3), "is_baseline": False, "tokens_per_s": 95.0}]  # fmt: skip
+    head = headline(rows, (64, 8))
+    assert (head.method, head.best_baseline) == (95.0, 85.0)
+    assert head.best_baseline_system == "sink+window (gamma 1)"

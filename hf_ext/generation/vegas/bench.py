@@ -577,10 +577,7 @@ def _report(
         f"{100 * shares['fixed']:.1f}% fixed time; per arm (measured alpha/tau kept): "
         + "; ".join(f"{p['system']} {p['h200_speedup']:.2f}x" for p in proj),
     ]
-    # Vegas at its fastest gamma against every baseline row of the setting, each sparse arm at every gamma run
-    pool = [r for r in rows if (r["context"], r["batch"]) == top and r["system"] != "full-kv oracle"]
-    fastest = max((r for r in pool if r.get("_arm") == "vegas"), key=lambda r: r["tokens_per_s"])
-    head = Headline.from_rows(pool, "tokens_per_s", higher_is_better=True, method_system=fastest["system"])
+    head = headline(rows, top)
     clean = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
     for r in clean:
         r.pop("new", None)
@@ -592,6 +589,14 @@ def _report(
         what=f"trained byte Llama, N={top[0]} x batch {top[1]}: Vegas at its fastest gamma vs plain greedy "
         "and the other sparse self-drafts at every gamma run",
     )
+
+
+def headline(rows: list[dict[str, Any]], setting: tuple[int, int]) -> Headline:
+    """Vegas at its fastest gamma against every baseline row of the ``(context, batch)`` setting: both plain
+    arms and each other sparse arm at every gamma run (the oracle, alpha = 1 by construction, is left out)."""
+    pool = [r for r in rows if (r["context"], r["batch"]) == setting and r["system"] != "full-kv oracle"]
+    fastest = max((r for r in pool if r.get("_arm") == "vegas"), key=lambda r: r["tokens_per_s"])
+    return Headline.from_rows(pool, "tokens_per_s", higher_is_better=True, method_system=fastest["system"])
 
 
 def _params(config: Any) -> int:
