@@ -110,12 +110,14 @@ class VegasState:
         sel = self.config.selector
         return "full" if sel == "quest" and layer_idx in self.dense_layers else sel
 
+    def _retired(self, batch: int) -> list[bool]:
+        return self.retired or [False] * batch
+
     def live_lengths(self, n_keys: list[int], q: int) -> list[int]:
         """The entries a verify of ``q`` rows reads per row: all of a live row's ``n_keys``, only the first
         ``q`` slots of a retired one (its output is discarded; a finished sequence leaves the batch, as in
         vLLM, so it costs no cache reads)."""
-        retired = self.retired or [False] * len(n_keys)
-        return [min(n, q) if r else n for n, r in zip(n_keys, retired)]
+        return [min(n, q) if r else n for n, r in zip(n_keys, self._retired(len(n_keys)))]
 
     def _last(self, rows: int, batch: int) -> list[int]:
         """Per row, the chunk index of the verify's last real row."""
@@ -164,7 +166,7 @@ class VegasState:
         last = None if prefill else self._last(q, len(n_keys))
         seen = valid if last is None else [v + t for v, t in zip(valid, last)]
         ks = [budget(s, v, cfg.sparse_ratio, cfg.min_tokens, self.max_length) for s, v in zip(seen, valid)]
-        retired = self.retired or [False] * len(valid)
+        retired = self._retired(len(valid))
         if any(k >= v for k, v, r in zip(ks, valid, retired) if not r) and not self._warned_degenerate:
             logger.warning(
                 "Vegas budget %s >= selectable length %s: the draft reads the whole cache.", ks, valid
@@ -196,7 +198,7 @@ class VegasState:
             self.full_kv[layer_idx] = (key, value)
             chosen = [torch.empty(0, dtype=torch.long)] * len(valid)
             tails = [pages.covered] * len(valid)
-        for b, r in enumerate(self.retired):
+        for b, r in enumerate(retired):
             if r:  # valid_len is 1 (see live_lengths): keep slot 0 so the row's draft attention stays finite
                 chosen[b], tails[b] = torch.zeros(1, dtype=torch.long), valid[b]
         rows = pad_rows(

@@ -92,6 +92,19 @@ def _decode(lm: Any, prompt: torch.Tensor, cache: Any, new: int, **kw: Any) -> t
     return out, t.seconds
 
 
+def _draft_costs(stats: Any, lm_config: Any, rows: int, n: int) -> dict[str, float]:
+    """Counted costs of a self-draft decode from a ``rows x n`` prompt (the prompt's last token included):
+    forwards, KV entries attended, query-key pairs, and the selection's own traffic in entries (K-only reads
+    count half an entry; a gathered entry is read once and written once)."""
+    layers, heads = lm_config.num_hidden_layers, lm_config.num_attention_heads
+    return {
+        "forwards": 1 + stats.forwards,  # the prompt's last token, then drafts and verifies
+        "kv_entries": rows * layers * n + stats.kv_entries,
+        "pairs": heads * rows * layers * n + stats.query_key_pairs,
+        "extra_entries": 0.5 * (stats.score_key_reads + stats.selection_entries) + 2 * stats.gathered_entries,
+    }
+
+
 def _setting(
     lm: Any,
     prompt: torch.Tensor,
@@ -146,6 +159,7 @@ def _setting(
         )  # fmt: skip
     for arm in arms:
         s = outs[arm].vegas_stats
+        cost = _draft_costs(s, lm.config, b, n)
         rows.append(
             {
                 **setting,
@@ -155,15 +169,14 @@ def _setting(
                 **_compare(ref, outs[arm].sequences, n),
                 "alpha": s.acceptance_rate,
                 "tau": s.mean_accepted_length,
-                "forwards": 1 + s.forwards,  # the prompt's last token, then drafts and verifies
-                "kv_entries_per_token": (b * layers * n + s.kv_entries) / emitted,
+                "forwards": cost["forwards"],
+                "kv_entries_per_token": cost["kv_entries"] / emitted,
                 "selection_entries_per_token": s.selection_entries / emitted,
                 "draft_share": s.draft_seconds / max(s.draft_seconds + s.verify_seconds, 1e-12),
                 "_seconds": seconds[arm],
                 "_drafts_per_iteration": s.drafted / max(s.row_iterations, 1),
-                "_pairs": heads * b * layers * n + s.query_key_pairs,
-                # K-only reads count half an entry; a gathered entry is read once and written once
-                "_extra_entries": 0.5 * (s.score_key_reads + s.selection_entries) + 2 * s.gathered_entries,
+                "_pairs": cost["pairs"],
+                "_extra_entries": cost["extra_entries"],
             }
         )
     t_best = reference[1] if reference else min(seconds[PLAIN], seconds[STATIC])
@@ -228,12 +241,7 @@ def _calibrate_loop(lm: Any, prompt: torch.Tensor, new: int, gamma: int, repeats
             seconds = min(seconds, t)
     finally:
         quiet.setLevel(level)
-    s = out.vegas_stats
-    layers, heads = cfg.num_hidden_layers, cfg.num_attention_heads
-    return {"batch": b, "forwards": 1 + s.forwards, "kv_entries": b * layers * n + s.kv_entries,
-            "pairs": heads * b * layers * n + s.query_key_pairs,
-            "extra_entries": 0.5 * (s.score_key_reads + s.selection_entries) + 2 * s.gathered_entries,
-            "seconds": seconds}  # fmt: skip
+    return {"batch": b, **_draft_costs(out.vegas_stats, cfg, b, n), "seconds": seconds}
 
 
 def _grid(
@@ -479,17 +487,23 @@ def _verdicts(rows: list[dict[str, Any]]) -> list[str]:
     return notes + _tuned_verdicts(every)
 
 
+def _fastest_per_arm(rows: list[dict[str, Any]], setting: tuple[int, int]) -> dict[str, dict[str, Any]]:
+    """Per sparse arm, its fastest row (over every gamma run) at the ``(context, batch)`` setting."""
+    best: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if (r["context"], r["batch"]) == setting and r.get("_arm") in SPARSE:
+            if r["_arm"] not in best or r["tokens_per_s"] > best[r["_arm"]]["tokens_per_s"]:
+                best[r["_arm"]] = r
+    return best
+
+
 def _tuned_verdicts(drafts: list[dict[str, Any]]) -> list[str]:
     """The speed targets with every sparse arm at its fastest gamma (default and sweep), where a sweep ran."""
     swept = [r for r in drafts if r["system"] not in SELECTORS]
     if not swept:
         return []
     at = (swept[0]["context"], swept[0]["batch"])
-    best: dict[str, dict[str, Any]] = {}
-    for r in drafts:
-        if (r["context"], r["batch"]) == at and r["_arm"] in SPARSE:
-            if r["_arm"] not in best or r["tokens_per_s"] > best[r["_arm"]]["tokens_per_s"]:
-                best[r["_arm"]] = r
+    best = _fastest_per_arm(drafts, at)
     if "vegas" not in best:
         return []
     v = best.pop("vegas")
@@ -595,7 +609,7 @@ def headline(rows: list[dict[str, Any]], setting: tuple[int, int]) -> Headline:
     """Vegas at its fastest gamma against every baseline row of the ``(context, batch)`` setting: both plain
     arms and each other sparse arm at every gamma run (the oracle, alpha = 1 by construction, is left out)."""
     pool = [r for r in rows if (r["context"], r["batch"]) == setting and r["system"] != "full-kv oracle"]
-    fastest = max((r for r in pool if r.get("_arm") == "vegas"), key=lambda r: r["tokens_per_s"])
+    fastest = _fastest_per_arm(pool, setting)["vegas"]
     return Headline.from_rows(pool, "tokens_per_s", higher_is_better=True, method_system=fastest["system"])
 
 
