@@ -65,3 +65,10 @@ def check_triton_sizes(minimum: int = 1, **sizes: int) -> None:
                 f"`{name}` must be a power of two{floor} on the Triton backend, got {val}. "
                 "Use backend='torch'."
             )
+
+
+def check_float(**tensors: torch.Tensor) -> None:
+    """Raise ``TypeError`` naming the first argument that is not a floating-point tensor."""
+    for name, t in tensors.items():
+        if not t.is_floating_point():
+            raise TypeError(f"`{name}` must be a floating-point tensor, got dtype {t.dtype}.")

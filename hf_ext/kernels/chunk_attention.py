@@ -24,20 +24,30 @@ slots, 4 heads of 64, 2 threads; this host's timings drift by up to 30% between 
 from __future__ import annotations
 
 import ctypes
-from typing import Any
 
 import torch
 
-from hf_ext.kernels._dispatch import BACKENDS
+from hf_ext.kernels._dispatch import BACKENDS, check_float
 from hf_ext.kernels._native import load
-from hf_ext.kernels.gathered_attention import _check_float
 
 MAX_QUERY_VECTORS, MAX_HEAD_SIZE = 64, 256  # the C kernel's limits per KV head; larger shapes use SDPA
 
 
+def kernel_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether the C kernel takes these shapes and dtypes (``backend="auto"`` then runs it when it builds):
+    CPU fp32, a head size up to 256 and a multiple of 8, at most 64 query vectors per KV head."""
+    return (
+        q.device.type == "cpu"
+        and q.dtype == k.dtype == v.dtype == torch.float32
+        and q.shape[-1] <= MAX_HEAD_SIZE
+        and q.shape[-1] % 8 == 0
+        and q.shape[1] // k.shape[1] * q.shape[2] <= MAX_QUERY_VECTORS
+    )
+
+
 def _check_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
                 score_rows: torch.Tensor | None) -> None:  # fmt: skip
-    _check_float(q=q, k=k, v=v)
+    check_float(q=q, k=k, v=v)
     if q.dim() != 4 or k.dim() != 4 or v.shape != k.shape:
         raise ValueError(
             f"`q` must be [B, H_q, R, D] and `k`, `v` both [B, H_kv, N, D], got {tuple(q.shape)}, "
@@ -87,10 +97,15 @@ def _reference(
     return out, lse, logits.gather(2, pick)
 
 
-def _native(
-    lib: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor, scale: float,
-    score_rows: torch.Tensor | None,
+def run_kernel(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor, scale: float,
+    score_rows: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None:  # fmt: skip
+    """The C kernel's ``(out, lse, logits)`` for valid arguments (:func:`chunk_attention`'s), or ``None``
+    where it does not apply (:func:`kernel_applies`) or does not build."""
+    lib = load("chunk_attention") if kernel_applies(q, k, v) else None
+    if lib is None:
+        return None
     b, h_q, r, d = q.shape
     if k.stride(-1) != 1 or v.stride(-1) != 1:
         k, v = k.contiguous(), v.contiguous()
@@ -161,13 +176,5 @@ def chunk_attention(
     if backend not in BACKENDS:
         raise ValueError(f"`backend` must be one of {BACKENDS}, got {backend!r}.")
     _check_args(q, k, v, lengths, score_rows)
-    native_ok = (
-        backend == "auto"
-        and q.device.type == "cpu"
-        and q.dtype == k.dtype == v.dtype == torch.float32
-        and q.shape[-1] <= MAX_HEAD_SIZE
-        and q.shape[1] // k.shape[1] * q.shape[2] <= MAX_QUERY_VECTORS
-    )
-    lib = load("chunk_attention") if native_ok else None
-    result = _native(lib, q, k, v, lengths, scale, score_rows) if lib is not None else None
+    result = run_kernel(q, k, v, lengths, scale, score_rows) if backend == "auto" else None
     return result if result is not None else _reference(q, k, v, lengths, scale, score_rows)

@@ -23,11 +23,11 @@ def _seconds(row, c, bw, p):
 
 
 def _grid(c=1e-3, bw=1e6, p=1e-6):
-    from hf_ext.generation.vegas.bench import PLAIN
+    from hf_ext.generation.vegas.bench import MODEL_BASE
 
     rows, calibration = [], []
     for context, batch in ((64, 1), (64, 8), (512, 8)):
-        plain = _row(PLAIN, 4, 3.0 * context, 4.0 * context * batch, context=context, batch=batch)
+        plain = _row(MODEL_BASE, 4, 3.0 * context, 4.0 * context * batch, context=context, batch=batch)
         plain["tokens_per_s"] = batch * 4 / _seconds(plain, c, bw, p)
         rows.append(plain)
         entries = batch * 3 * context
@@ -57,7 +57,7 @@ def test_a_negative_term_is_dropped_and_the_rest_refitted():
 
 
 def test_apply_predicts_a_draft_arm_and_reports_shares_at_the_largest_setting():
-    from hf_ext.generation.vegas.bench import apply_cost_model
+    from hf_ext.generation.vegas.bench import MODEL_BASE, apply_cost_model
 
     rows, calibration = _grid()
     arm = _row("vegas", 10, 100.0, 9000.0, extra=500.0, context=512, batch=8)
@@ -66,7 +66,7 @@ def test_apply_predicts_a_draft_arm_and_reports_shares_at_the_largest_setting():
     assert (c, bw, p) == pytest.approx((1e-3, 1e6, 1e-6), rel=1e-6) and c_loop == {}
     assert all(r["model_ratio"] == pytest.approx(1.0) for r in rows)
     assert arm["model_vs_measured"] == pytest.approx(2.0)
-    assert set(shares) == {"plain greedy (InPlaceCache)", "vegas"}
+    assert set(shares) == {MODEL_BASE, "vegas"}
     assert sum(shares["vegas"].values()) == pytest.approx(1.0)
     assert arm["kv_MB_per_token"] == pytest.approx(100.0 * KV_ENTRY / 1e6)
 

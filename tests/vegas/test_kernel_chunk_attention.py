@@ -11,7 +11,15 @@ import torch
 from hf_ext.kernels import _native
 from hf_ext.kernels.chunk_attention import _reference, chunk_attention
 
-SHAPES = [(1, 4, 4, 7, 64, 300), (2, 8, 2, 7, 32, 1000), (3, 4, 1, 1, 128, 77), (2, 16, 4, 16, 16, 130)]
+SHAPES = [
+    (1, 4, 4, 7, 64, 300),
+    (2, 8, 2, 7, 32, 1000),
+    (3, 4, 1, 1, 128, 77),
+    (2, 16, 4, 16, 16, 130),
+    (2, 4, 2, 7, 64, 34),  # the last block of keys starts past the first rows' last visible slot
+    (1, 2, 2, 2, 256, 70),  # the largest head size the kernel takes
+    (1, 2, 1, 3, 20, 50),  # a head size the kernel does not take (not a multiple of 8): the reference
+]
 
 
 def _inputs(b, hq, hkv, r, d, n, seed=0):

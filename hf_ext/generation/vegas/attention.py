@@ -16,6 +16,10 @@ The function is registered with transformers' ``AttentionInterface`` and reads t
 With an :class:`~hf_ext.generation.vegas.cache.InPlaceCache` the rows of a batch may hold different lengths;
 the function then builds each row's mask itself from the layers' lengths (the host's mask assumes equal rows),
 so this implementation is registered without a mask function under :data:`ATTN_KEY_IN_PLACE`.
+
+:func:`chunk_attention_forward` (``"hf_ext_chunk"``) puts the verify's kernel under plain decoding: the host's
+attention, with ``chunk_attention`` in place of SDPA wherever that is exact. The benchmark's plain greedy runs
+with it as well as with SDPA, so the kernel's speed is never credited to Vegas.
 """
 
 from __future__ import annotations
@@ -37,13 +41,14 @@ from hf_ext.generation.vegas.core import (
     vegas_indices,
     vegas_indices_from_scores,
 )
-from hf_ext.kernels.chunk_attention import chunk_attention
+from hf_ext.kernels.chunk_attention import chunk_attention, kernel_applies
 from hf_ext.kernels.gathered_attention import gather_kv, gathered_decode_attention
 
 logger = logging.getLogger(__name__)
 
 ATTN_KEY = "hf_ext_vegas"
 ATTN_KEY_IN_PLACE = "hf_ext_vegas_in_place"
+ATTN_KEY_CHUNK = "hf_ext_chunk"
 MODES = ("prefill", "draft", "verify")
 
 
@@ -342,6 +347,52 @@ def vegas_attention_forward(
             layer_idx, query, key, value, scale, n_keys, prefill=vegas_mode == "prefill", scores=scores
         )
     return out, None
+
+
+def chunk_attention_forward(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """SDPA's signature and result (``query`` ``[B, H_q, q, D]``, ``key``/``value`` ``[B, H_kv, N, D]`` ->
+    ``([B, q, H_q, D], None)``), computed by :func:`~hf_ext.kernels.chunk_attention.chunk_attention` where
+    that is exact and its CPU kernel runs: no mask from the host (every row's query ``j`` sees the slots up to
+    ``N - q + j``: an unpadded decode step, or a prefill with ``q == N``), a causal module, no dropout, and
+    shapes the kernel takes (:func:`~hf_ext.kernels.chunk_attention.kernel_applies`: CPU fp32, at most 64
+    query vectors per KV head). Anything else goes to the host's SDPA unchanged."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    b, _, q, d = query.shape
+    if (
+        attention_mask is None
+        and dropout == 0.0
+        and getattr(module, "is_causal", True)
+        and q <= key.shape[2]
+        and kernel_applies(query, key, value)
+    ):
+        lengths = torch.full((b,), key.shape[2], dtype=torch.int64, device=query.device)
+        scale = scaling if scaling is not None else d**-0.5
+        out, _, _ = chunk_attention(query, key, value, lengths, scale=scale)
+        return out.transpose(1, 2).contiguous(), None
+    return sdpa_attention_forward(
+        module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+    )
+
+
+def register_chunk_attention() -> str:
+    """Register :func:`chunk_attention_forward` (with ``sdpa_mask``) and return its key, ``"hf_ext_chunk"``:
+    ``model.set_attn_implementation(register_chunk_attention())``."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(ATTN_KEY_CHUNK, chunk_attention_forward)
+    AttentionMaskInterface.register(ATTN_KEY_CHUNK, sdpa_mask)
+    return ATTN_KEY_CHUNK
 
 
 def register_vegas_attention(in_place: bool = False) -> str:

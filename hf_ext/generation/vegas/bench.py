@@ -22,7 +22,9 @@ mass each selection keeps.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from typing import Any, cast
 
 import torch
@@ -33,6 +35,9 @@ THREADS = 2
 SELECTORS = {"vegas": "vegas", "sink+window": "streamingllm", "quest": "quest", "full-kv oracle": "full"}
 SPARSE = ("vegas", "sink+window", "quest")
 PLAIN, STATIC = "plain greedy (InPlaceCache)", "plain greedy (StaticCache)"
+KERNEL = "plain greedy (InPlaceCache, chunk_attention)"  # the verify's attention kernel under plain decoding
+PLAIN_ARMS = (PLAIN, STATIC, KERNEL)
+MODEL_BASE = KERNEL  # the plain arm the cost model is fitted on: its attention is the verify's kernel
 MARKER = b"\n# again:\n"
 QUESTION = 64  # bytes of the early function repeated after the marker
 LOOP_CONTEXT = 128  # tokens of the prompt that times the self-draft loop's fixed cost per forward
@@ -77,6 +82,16 @@ def _static_copy(lm: Any, cache: Any, rows: int, n: int, max_len: int) -> Any:
     return static
 
 
+@contextlib.contextmanager
+def _attention(lm: Any, key: str) -> Iterator[None]:
+    previous = lm.config._attn_implementation
+    lm.set_attn_implementation(key)
+    try:
+        yield
+    finally:
+        lm.set_attn_implementation(previous)
+
+
 def _compare(ref: torch.Tensor, seq: torch.Tensor, n: int) -> dict[str, Any]:
     if torch.equal(ref, seq):
         return {"identical": True}
@@ -117,13 +132,16 @@ def _setting(
     repeats: int,
     reference: tuple[torch.Tensor, float] | None = None,
 ) -> tuple[list[dict[str, Any]], tuple[torch.Tensor, float]]:
-    """Rows of one (context, batch) setting: two plain baselines, then the self-draft arms. Every system is
+    """Rows of one (context, batch) setting: three plain baselines (SDPA on the in-place cache and on
+    transformers' ``StaticCache``; the verify's ``chunk_attention`` kernel on the in-place cache, so that no
+    arm's speed comes from the kernel alone), then the self-draft arms. Every system is
     decoded ``repeats`` times in turn (round robin, so that a slow spell of the shared host falls on all of
     them) and timed by its fastest run; greedy decoding gives the same tokens and counters every time.
 
     Returns the rows and ``(plain greedy's sequences, the faster plain arm's seconds)``. With ``reference``
     (those of an earlier call at the same setting) the plain arms are not run again and the self-draft rows
     are named with their ``gamma`` (the gamma sweep)."""
+    from hf_ext.generation.vegas.attention import register_chunk_attention
     from hf_ext.generation.vegas.config import VegasConfig
     from hf_ext.generation.vegas.generate import vegas_generate
 
@@ -137,10 +155,13 @@ def _setting(
             return _decode(lm, prompt, base.rows(b, n - 1), new)
         if system == STATIC:
             return _decode(lm, prompt, _static_copy(lm, base, b, n - 1, n + new), new)
+        if system == KERNEL:
+            with _attention(lm, register_chunk_attention()):
+                return _decode(lm, prompt, base.rows(b, n - 1), new)
         vc = VegasConfig(num_draft_tokens=gamma, selector=SELECTORS[system])
         return _decode(lm, prompt, base.rows(b, n - 1), new, custom_generate=vegas_generate, vegas_config=vc)
 
-    systems = arms if reference else (PLAIN, STATIC, *arms)
+    systems = arms if reference else (*PLAIN_ARMS, *arms)
     outs: dict[str, Any] = {}
     seconds = dict.fromkeys(systems, math.inf)
     for _ in range(repeats):
@@ -150,7 +171,7 @@ def _setting(
             seconds[system] = min(seconds[system], t)
     ref = reference[0] if reference else outs[PLAIN].sequences
     rows = []
-    for name in () if reference else (PLAIN, STATIC):
+    for name in () if reference else PLAIN_ARMS:
         same = {"identical": "reference"} if name == PLAIN else _compare(ref, outs[name].sequences, n)
         rows.append(
             {**setting, "system": name, "is_baseline": True, **same, "forwards": new,
@@ -179,7 +200,7 @@ def _setting(
                 "_extra_entries": cost["extra_entries"],
             }
         )
-    t_best = reference[1] if reference else min(seconds[PLAIN], seconds[STATIC])
+    t_best = reference[1] if reference else min(seconds[name] for name in PLAIN_ARMS)
     for row in rows:
         t = row.pop("_seconds")
         row["tokens_per_s"] = emitted / t
@@ -309,11 +330,11 @@ def fit_cost_model(
     rows: list[dict[str, Any]], calibration: list[dict[str, Any]], param_bytes: int, kv_entry: int
 ) -> tuple[float, float, float]:
     """``(seconds per forward, bytes per second, seconds per query-key pair)`` of
-    ``t = forwards * c + bytes / bw + pairs * p``, least squares in relative error, on the plain
-    ``InPlaceCache`` arms (one query row per forward) and the timings of the verify's attention alone
+    ``t = forwards * c + bytes / bw + pairs * p``, least squares in relative error, on the
+    :data:`MODEL_BASE` plain arms (one query row per forward) and the timings of the verify's attention alone
     (``gamma + 1`` rows, no forward); never on a self-draft arm. A term whose coefficient comes out negative
     is dropped and the rest refitted."""
-    plain = [r for r in rows if r["system"] == PLAIN]
+    plain = [r for r in rows if r["system"] == MODEL_BASE]
     x = [cost_terms(r, param_bytes, kv_entry) for r in plain] + [
         (c["forwards"], c["forwards"] * param_bytes + c["kv_entries"] * kv_entry, c["pairs"])
         for c in calibration
@@ -350,7 +371,8 @@ def apply_cost_model(
     loop: list[dict[str, Any]] | None = None,
 ) -> tuple[tuple[float, float, float], dict[str, dict[str, float]], dict[int, float]]:
     """Add ``weight_MB_per_token``, ``kv_MB_per_token``, ``model_ratio`` (the cost model's tokens/s ratio vs
-    plain) and ``model_vs_measured`` (its ratio to the measured one vs the same plain arm) to every row.
+    the :data:`MODEL_BASE` plain arm) and ``model_vs_measured`` (its ratio to the measured one vs the same
+    arm) to every row.
 
     A self-draft arm's forwards cost the loop's own per-forward time (:func:`loop_forward_cost`, per batch
     size, from ``loop``) instead of the plain arms' ``c``; without ``loop`` they cost ``c``.
@@ -359,11 +381,11 @@ def apply_cost_model(
     (``forward``, ``bytes``, ``pairs``), and the loop's seconds per forward by batch size."""
     c, bw, p = fit_cost_model(rows, calibration, param_bytes, kv_entry)
     c_loop = {x["batch"]: loop_forward_cost(x, (c, bw, p), param_bytes, kv_entry) for x in loop or []}
-    plain = {(r["context"], r["batch"]): r for r in rows if r["system"] == PLAIN}
+    plain = {(r["context"], r["batch"]): r for r in rows if r["system"] == MODEL_BASE}
 
     def terms(r: dict[str, Any]) -> tuple[float, float, float]:
         f, nbytes, pairs = cost_terms(r, param_bytes, kv_entry)
-        per_forward = c if r["system"] in (PLAIN, STATIC) else c_loop.get(r["batch"], c)
+        per_forward = c if r["system"] in PLAIN_ARMS else c_loop.get(r["batch"], c)
         return f * per_forward, nbytes / bw, pairs * p
 
     top = max((r["context"], r["batch"]) for r in rows)
@@ -541,7 +563,7 @@ def _report(
         rows, calibration, 4 * params, entry_bytes(lm_config, 4), loop
     )
     top = max((r["context"], r["batch"]) for r in rows)
-    plain_top = next(r for r in rows if (r["context"], r["batch"]) == top and r["system"] == PLAIN)
+    plain_top = next(r for r in rows if (r["context"], r["batch"]) == top and r["system"] == MODEL_BASE)
     cal_top = next(x for x in calibration if (x["context"], x["batch"]) == top)
     plain_step = top[1] * plain_top["new"] / plain_top["tokens_per_s"] / plain_top["forwards"]
     chunk_cost = cal_top["seconds"] / plain_step
@@ -576,10 +598,11 @@ def _report(
         f"the loop's own fixed time instead, timed at a {LOOP_CONTEXT}-token context (full-cache drafts) "
         "less its bytes and arithmetic: "
         + ", ".join(f"{1e3 * v:.2f} ms at batch {b}" for b, v in sorted(c_loop.items()))
-        + "; `model_ratio` = its predicted tokens/s ratio vs plain (InPlaceCache), `model_vs_measured` = "
+        + f"; `model_ratio` = its predicted tokens/s ratio vs {MODEL_BASE}, `model_vs_measured` = "
         "prediction / measurement (1 = exact; target within 0.7-1.3).",
         f"calibration at N={top[0]} x batch {top[1]}: the verify's attention alone ({config['gamma'] + 1} "
-        f"query rows, chunk_attention over every layer) takes {chunk_cost:.2f}x a whole plain decode step.",
+        f"query rows, chunk_attention over every layer) takes {chunk_cost:.2f}x a whole plain decode step "
+        "with the same kernel.",
         f"cost model shares at N={top[0]} x batch {top[1]} (per forward / bytes / query-key arithmetic): "
         + "; ".join(
             f"{k} {100 * v['forward']:.0f}/{100 * v['bytes']:.0f}/{100 * v['pairs']:.0f}%"
@@ -606,7 +629,7 @@ def _report(
 
 
 def headline(rows: list[dict[str, Any]], setting: tuple[int, int]) -> Headline:
-    """Vegas at its fastest gamma against every baseline row of the ``(context, batch)`` setting: both plain
+    """Vegas at its fastest gamma against every baseline row of the ``(context, batch)`` setting: the plain
     arms and each other sparse arm at every gamma run (the oracle, alpha = 1 by construction, is left out)."""
     pool = [r for r in rows if (r["context"], r["batch"]) == setting and r["system"] != "full-kv oracle"]
     fastest = _fastest_per_arm(pool, setting)["vegas"]

@@ -1,14 +1,19 @@
-/* chunk_attention: R query rows (a speculative verify) attending causally to a long KV cache, on CPU.
+/* chunk_attention: R query rows (a speculative verify, or one decode row) attending causally to a long KV cache,
+ * on CPU.
  *
- * One task per (batch row, KV head), split over OpenMP threads. A task holds its G * R query vectors
- * transposed in lanes of 8 (qv[d][g] holds lanes 8g..8g+7 of dimension d), so a key costs D broadcast-FMAs
- * per 8 lanes and no horizontal sums; keys go in pairs with four partial sums each, so that eight independent
- * FMA chains hide the FMA latency. It reads every key and value once for all rows, keeps an online softmax per
- * row, and writes the scaled logits of the requested score rows as it computes them.
- * Built by hf_ext/kernels/_native.py.
+ * One task per (batch row, KV head), split over OpenMP threads; a task's G * R query vectors share every key and
+ * value it reads. Keys go in blocks of 32 (8 kB at D = 64, so a block read from memory once stays in L1 for every
+ * query vector). Head dimensions sit in vector lanes of 8:
+ * - logits: a query vector is held in registers and dotted with 8 keys at a time, eight independent FMA chains,
+ *   whose lane sums are reduced together by a shuffle tree (14 shuffles and 7 adds per 8 keys);
+ * - softmax: online, per query vector, over the block's 32 logits at a time (vectorised exp);
+ * - values: two query vectors' accumulators stay in registers over the block, so a value vector loaded once
+ *   feeds two FMAs.
+ * Work per key is then proportional to the query vectors, with no lanes wasted on a one-row decode step. The
+ * scaled logits of the requested score rows are written as they are computed. Built by hf_ext/kernels/_native.py.
  *
- * Layout: q [B, Hq, R, D] contiguous; k, v [B, Hkv, N, D] with unit stride over D; out [B, Hq, R, D] and
- * lse [B, Hq, R] contiguous; score_rows [B, S] (chunk row or -1); scores [B, Hq, S, score_len].
+ * Layout: q [B, Hq, R, D] contiguous; k, v [B, Hkv, N, D] with unit stride over D (D a multiple of 8); out
+ * [B, Hq, R, D] and lse [B, Hq, R] contiguous; score_rows [B, S] (chunk row or -1); scores [B, Hq, S, score_len].
  * Query row r of batch row b sits at slot lengths[b] - R + r and sees slots [0, lengths[b] - R + r].
  */
 #include <math.h>
@@ -16,122 +21,149 @@
 #include <string.h>
 
 #define BLOCK 32
+#define MAX_VECTORS 64
+#define MAX_DV 32 /* D <= 256 */
 
 typedef float v8 __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
 
-/* e^x for x <= 0 (clamped at -87): 2^i * e^(f ln 2) with |f| <= 1/2 and a degree-7 Taylor polynomial
- * (relative error < 2e-7); plain arithmetic so that the lane loops vectorise. */
-static inline float exp_nonpositive(float x) {
-    x = x < -87.0f ? -87.0f : x;
-    const float t = x * 1.4426950408889634f;
-    const float i = rintf(t);
-    const float f = (t - i) * 0.6931471805599453f;
-    const float p = 1.0f + f * (1.0f + f * (0.5f + f * (0.16666667f + f * (0.041666668f + f * (0.008333334f
-                    + f * (0.0013888889f + f * 0.0001984127f))))));
-    const int32_t bits = ((int32_t)i + 127) << 23;
-    float two_i;
-    memcpy(&two_i, &bits, sizeof two_i);
-    return p * two_i;
+static inline v8 load8(const float *p) {
+    v8 x;
+    memcpy(&x, p, sizeof x);
+    return x;
 }
 
-/* Scaled logits of two keys ka, kc against all lanes: ua, uc [nv] (kc may equal ka). */
-static inline void dot_pair(const v8 *qv, int64_t nv, int64_t d_n, const float *ka, const float *kc, v8 *ua,
-                            v8 *uc) {
-    for (int64_t g = 0; g < nv; ++g) {
-        v8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
-        int64_t d = 0;
-        for (; d + 4 <= d_n; d += 4) {
-            const v8 q0 = qv[d * nv + g], q1 = qv[(d + 1) * nv + g], q2 = qv[(d + 2) * nv + g],
-                     q3 = qv[(d + 3) * nv + g];
-            a0 += q0 * ka[d];
-            a1 += q1 * ka[d + 1];
-            a2 += q2 * ka[d + 2];
-            a3 += q3 * ka[d + 3];
-            c0 += q0 * kc[d];
-            c1 += q1 * kc[d + 1];
-            c2 += q2 * kc[d + 2];
-            c3 += q3 * kc[d + 3];
+static inline void store8(float *p, v8 x) { memcpy(p, &x, sizeof x); }
+
+/* e^x lane-wise for x <= 0 (clamped at -87; -inf gives exactly 0): 2^i * e^(f ln 2) with i = rint(x log2 e),
+ * |f| <= 1/2 and a degree-7 Taylor polynomial (relative error < 2e-7). Plain vector arithmetic (generic GCC/Clang
+ * vectors, so the file builds on any target). */
+static inline v8 exp8(v8 x) {
+    const v8i finite = x > -INFINITY, low = x < -87.0f;
+    x = (v8)(((v8i)x & ~low) | ((v8i)((v8){0} - 87.0f) & low));
+    const v8 t = x * 1.4426950408889634f;
+    const v8 i = (t + 12582912.0f) - 12582912.0f; /* round to nearest (even), as rintf; |t| < 2^22 */
+    const v8 f = (t - i) * 0.6931471805599453f;
+    const v8 p = 1.0f + f * (1.0f + f * (0.5f + f * (0.16666667f + f * (0.041666668f + f * (0.008333334f
+                 + f * (0.0013888889f + f * 0.0001984127f))))));
+    const v8i bits = (__builtin_convertvector(i, v8i) + 127) << 23;
+    return (v8)((v8i)(p * (v8)bits) & finite);
+}
+
+static inline v8 max8(v8 a, v8 b) {
+    const v8i take_a = a > b;
+    return (v8)(((v8i)a & take_a) | ((v8i)b & ~take_a));
+}
+
+/* Lane i of the result: the sum of the 8 lanes of a[i]. */
+static inline v8 sum_lanes(const v8 *a) {
+    v8 b[4], c[2];
+    for (int i = 0; i < 4; ++i)
+        b[i] = __builtin_shufflevector(a[2 * i], a[2 * i + 1], 0, 8, 2, 10, 4, 12, 6, 14)
+               + __builtin_shufflevector(a[2 * i], a[2 * i + 1], 1, 9, 3, 11, 5, 13, 7, 15);
+    for (int i = 0; i < 2; ++i)
+        c[i] = __builtin_shufflevector(b[2 * i], b[2 * i + 1], 0, 1, 8, 9, 4, 5, 12, 13)
+               + __builtin_shufflevector(b[2 * i], b[2 * i + 1], 2, 3, 10, 11, 6, 7, 14, 15);
+    return __builtin_shufflevector(c[0], c[1], 0, 1, 2, 3, 8, 9, 10, 11)
+           + __builtin_shufflevector(c[0], c[1], 4, 5, 6, 7, 12, 13, 14, 15);
+}
+
+/* st[j] = q . k_j for the block's keys j < BLOCK (keys past nb repeat the last one; the caller masks them). */
+static inline __attribute__((always_inline)) void block_logits(const v8 *qv, const float *kb, int64_t skn,
+                                                               int64_t nb, int64_t dv, float *st) {
+    v8 qr[MAX_DV];
+    for (int64_t c = 0; c < dv; ++c) qr[c] = qv[c];
+    for (int64_t j0 = 0; j0 < BLOCK; j0 += 8) {
+        v8 a[8];
+        for (int i = 0; i < 8; ++i) {
+            const int64_t j = j0 + i < nb ? j0 + i : nb - 1;
+            const float *kj = kb + j * skn;
+            v8 s = qr[0] * load8(kj);
+            for (int64_t c = 1; c < dv; ++c) s += qr[c] * load8(kj + 8 * c);
+            a[i] = s;
         }
-        for (; d < d_n; ++d) {
-            a0 += qv[d * nv + g] * ka[d];
-            c0 += qv[d * nv + g] * kc[d];
-        }
-        ua[g] = (a0 + a1) + (a2 + a3);
-        uc[g] = (c0 + c1) + (c2 + c3);
+        store8(st + j0, sum_lanes(a));
     }
 }
 
-/* nv: lane groups of 8 (a constant after inlining into task_8 / task_n, so the small copies and loops unroll). */
-static inline __attribute__((always_inline)) void task(const float *q, const float *kb, const float *vb,
-                                                       int64_t hq, int64_t g_n, int64_t r_n, int64_t d_n,
-                                                       int64_t skn, int64_t svn, int64_t b, int64_t h, int64_t len,
-                                                       float scale, float *out, float *lse, const int64_t *srow,
-                                                       int64_t n_score, float *scores, int64_t score_len,
-                                                       int64_t nv) {
-    const int64_t m_n = g_n * r_n, mp = 8 * nv, first = len - r_n;
-    v8 qv[d_n * nv];
-    float acc[mp][d_n], st[BLOCK][mp], mx[mp], sum[mp], last[mp], corr[mp], bm[mp];
-    float *qs = (float *)qv; /* qs[d * mp + m] */
-    for (int64_t m = 0; m < mp; ++m) {
-        const float *qr = q + ((b * hq + h * g_n + m / r_n) * r_n + m % r_n) * d_n;
-        for (int64_t d = 0; d < d_n; ++d) {
-            qs[d * mp + m] = m < m_n ? qr[d] * scale : 0.0f;
-            acc[m][d] = 0.0f;
+/* acc[m] = acc[m] * corr[m] + sum_j p[m][j] v_j for query vectors m0 and m1 (m1 may equal m0: then once). */
+static inline __attribute__((always_inline)) void block_values(float *acc0, float *acc1, const float *p0,
+                                                               const float *p1, float c0, float c1,
+                                                               const float *vb, int64_t svn, int64_t nb,
+                                                               int64_t dv, int two) {
+    v8 a0[MAX_DV], a1[MAX_DV];
+    for (int64_t c = 0; c < dv; ++c) {
+        a0[c] = load8(acc0 + 8 * c) * c0;
+        a1[c] = two ? load8(acc1 + 8 * c) * c1 : a0[c];
+    }
+    for (int64_t j = 0; j < nb; ++j) {
+        const float *vj = vb + j * svn;
+        const float w0 = p0[j], w1 = p1[j];
+        for (int64_t c = 0; c < dv; ++c) {
+            const v8 x = load8(vj + 8 * c);
+            a0[c] += w0 * x;
+            if (two) a1[c] += w1 * x;
         }
+    }
+    for (int64_t c = 0; c < dv; ++c) {
+        store8(acc0 + 8 * c, a0[c]);
+        if (two) store8(acc1 + 8 * c, a1[c]);
+    }
+}
+
+/* dv: D / 8 (a constant after inlining into the task_d* wrappers, so that the vector loops unroll and the
+ * accumulators stay in registers). */
+static inline __attribute__((always_inline)) void task(const float *q, const float *kb, const float *vb,
+                                                       int64_t hq, int64_t g_n, int64_t r_n, int64_t skn,
+                                                       int64_t svn, int64_t b, int64_t h, int64_t len, float scale,
+                                                       float *out, float *lse, const int64_t *srow, int64_t n_score,
+                                                       float *scores, int64_t score_len, int64_t dv) {
+    const int64_t m_n = g_n * r_n, d_n = 8 * dv, first = len - r_n;
+    float acc[m_n][d_n], st[m_n][BLOCK], mx[m_n], sum[m_n], corr[m_n];
+    v8 qv[m_n][dv];
+    for (int64_t m = 0; m < m_n; ++m) {
+        const float *qr = q + ((b * hq + h * g_n + m / r_n) * r_n + m % r_n) * d_n;
+        for (int64_t c = 0; c < dv; ++c) qv[m][c] = load8(qr + 8 * c) * scale;
+        memset(acc[m], 0, sizeof acc[m]);
         mx[m] = -INFINITY;
         sum[m] = 0.0f;
-        last[m] = m < m_n ? (float)(first + m % r_n) : -1.0f;
     }
     for (int64_t n0 = 0; n0 < len; n0 += BLOCK) {
         const int64_t nb = len - n0 < BLOCK ? len - n0 : BLOCK;
-        memcpy(bm, mx, sizeof bm);
-        for (int64_t j = 0; j < nb; j += 2) {
-            const float *ka = kb + (n0 + j) * skn, *kc = j + 1 < nb ? ka + skn : ka;
-            v8 ua[nv], uc[nv];
-            dot_pair(qv, nv, d_n, ka, kc, ua, uc);
-            memcpy(st[j], ua, sizeof ua);
-            if (j + 1 < nb) memcpy(st[j + 1], uc, sizeof uc);
-        }
-        for (int64_t j = 0; j < nb; ++j) {
-            const float pos = (float)(n0 + j);
-#pragma omp simd
-            for (int64_t m = 0; m < mp; ++m) {
-                const float x = pos <= last[m] ? st[j][m] : -INFINITY;
-                st[j][m] = x;
-                bm[m] = x > bm[m] ? x : bm[m];
-            }
+        for (int64_t m = 0; m < m_n; ++m) {
+            float *sm = st[m];
+            block_logits(qv[m], kb + n0 * skn, skn, nb, dv, sm);
+            const int64_t seen = first + m % r_n - n0 + 1; /* keys of this block the vector sees (<= nb) */
+            for (int64_t j = seen < 0 ? 0 : seen; j < BLOCK; ++j) sm[j] = -INFINITY;
+            v8 top = max8(max8(load8(sm), load8(sm + 8)), max8(load8(sm + 16), load8(sm + 24)));
+            float bm = mx[m];
+            for (int i = 0; i < 8; ++i) bm = top[i] > bm ? top[i] : bm;
+            corr[m] = bm == -INFINITY ? 1.0f : exp8((v8){0} + (mx[m] - bm))[0];
+            mx[m] = bm;
         }
         for (int64_t c = 0; c < n_score; ++c) {
             if (srow[c] < 0) continue;
             for (int64_t gi = 0; gi < g_n; ++gi) {
                 float *dst = scores + ((b * hq + h * g_n + gi) * n_score + c) * score_len + n0;
-                for (int64_t j = 0; j < nb; ++j) dst[j] = st[j][gi * r_n + srow[c]];
+                memcpy(dst, st[gi * r_n + srow[c]], nb * sizeof(float));
             }
-        }
-#pragma omp simd
-        for (int64_t m = 0; m < mp; ++m) {
-            corr[m] = bm[m] == -INFINITY ? 1.0f : exp_nonpositive(mx[m] - bm[m]);
-            sum[m] *= corr[m];
-            mx[m] = bm[m];
         }
         for (int64_t m = 0; m < m_n; ++m) {
-            if (corr[m] == 1.0f) continue;
-#pragma omp simd
-            for (int64_t d = 0; d < d_n; ++d) acc[m][d] *= corr[m];
+            v8 total = {0};
+            for (int j = 0; j < BLOCK; j += 8) {
+                const v8 p = exp8(load8(st[m] + j) - mx[m]);
+                store8(st[m] + j, p);
+                total += p;
+            }
+            sum[m] = sum[m] * corr[m] + (((total[0] + total[1]) + (total[2] + total[3])) +
+                                         ((total[4] + total[5]) + (total[6] + total[7])));
         }
-        for (int64_t j = 0; j < nb; ++j) {
-#pragma omp simd
-            for (int64_t m = 0; m < mp; ++m) {
-                const float p = st[j][m] == -INFINITY ? 0.0f : exp_nonpositive(st[j][m] - mx[m]);
-                st[j][m] = p;
-                sum[m] += p;
-            }
-            const float *vr = vb + (n0 + j) * svn;
-            for (int64_t m = 0; m < m_n; ++m) {
-                const float p = st[j][m];
-#pragma omp simd
-                for (int64_t d = 0; d < d_n; ++d) acc[m][d] += p * vr[d];
-            }
+        for (int64_t m = 0; m < m_n; m += 2) {
+            if (m + 1 < m_n)
+                block_values(acc[m], acc[m + 1], st[m], st[m + 1], corr[m], corr[m + 1], vb + n0 * svn, svn, nb,
+                             dv, 1);
+            else
+                block_values(acc[m], acc[m], st[m], st[m], corr[m], corr[m], vb + n0 * svn, svn, nb, dv, 0);
         }
     }
     for (int64_t m = 0; m < m_n; ++m) {
@@ -142,32 +174,32 @@ static inline __attribute__((always_inline)) void task(const float *q, const flo
     }
 }
 
-static void task_8(const float *q, const float *kb, const float *vb, int64_t hq, int64_t g_n, int64_t r_n,
-                   int64_t d_n, int64_t skn, int64_t svn, int64_t b, int64_t h, int64_t len, float scale,
-                   float *out, float *lse, const int64_t *srow, int64_t n_score, float *scores, int64_t score_len) {
-    task(q, kb, vb, hq, g_n, r_n, d_n, skn, svn, b, h, len, scale, out, lse, srow, n_score, scores, score_len, 1);
-}
+#define TASK_ARGS                                                                                                \
+    const float *q, const float *kb, const float *vb, int64_t hq, int64_t g_n, int64_t r_n, int64_t skn,         \
+        int64_t svn, int64_t b, int64_t h, int64_t len, float scale, float *out, float *lse, const int64_t *srow, \
+        int64_t n_score, float *scores, int64_t score_len, int64_t dv
+#define TASK_CALL(dv) task(q, kb, vb, hq, g_n, r_n, skn, svn, b, h, len, scale, out, lse, srow, n_score, scores, \
+                           score_len, dv)
 
-static void task_n(const float *q, const float *kb, const float *vb, int64_t hq, int64_t g_n, int64_t r_n,
-                   int64_t d_n, int64_t skn, int64_t svn, int64_t b, int64_t h, int64_t len, float scale,
-                   float *out, float *lse, const int64_t *srow, int64_t n_score, float *scores, int64_t score_len) {
-    task(q, kb, vb, hq, g_n, r_n, d_n, skn, svn, b, h, len, scale, out, lse, srow, n_score, scores, score_len,
-         (g_n * r_n + 7) / 8);
-}
+static void task_d32(TASK_ARGS) { (void)dv; TASK_CALL(4); }
+static void task_d64(TASK_ARGS) { (void)dv; TASK_CALL(8); }
+static void task_d128(TASK_ARGS) { (void)dv; TASK_CALL(16); }
+static void task_any(TASK_ARGS) { TASK_CALL(dv); }
 
-/* Returns 0, or 1 when G * R exceeds 64 query vectors per KV head (the caller then uses its reference). */
+/* Returns 0, or 1 when the shapes are outside the kernel (more than 64 query vectors per KV head, or D not a
+ * multiple of 8): the caller then uses its reference. */
 int chunk_attention(const float *q, const float *k, const float *v, int64_t b_n, int64_t hq, int64_t hkv,
                     int64_t r_n, int64_t d_n, int64_t skb, int64_t skh, int64_t skn, int64_t svb, int64_t svh,
                     int64_t svn, const int64_t *lengths, float scale, float *out, float *lse,
                     const int64_t *score_rows, int64_t n_score, float *scores, int64_t score_len, int threads) {
     const int64_t g_n = hq / hkv;
-    if (g_n * r_n > 64) return 1;
+    if (g_n * r_n > MAX_VECTORS || d_n % 8) return 1;
+    void (*run)(TASK_ARGS) = d_n == 64 ? task_d64 : d_n == 128 ? task_d128 : d_n == 32 ? task_d32 : task_any;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) /* rows differ in length; a finished row has almost none */
     for (int64_t t = 0; t < b_n * hkv; ++t) {
         const int64_t b = t / hkv, h = t % hkv;
-        (g_n * r_n <= 8 ? task_8 : task_n)(q, k + b * skb + h * skh, v + b * svb + h * svh, hq, g_n, r_n, d_n, skn,
-                                           svn, b, h, lengths[b], scale, out, lse, score_rows + b * n_score,
-                                           n_score, scores, score_len);
+        run(q, k + b * skb + h * skh, v + b * svb + h * svh, hq, g_n, r_n, skn, svn, b, h, lengths[b], scale, out,
+            lse, score_rows + b * n_score, n_score, scores, score_len, d_n / 8);
     }
     return 0;
 }
