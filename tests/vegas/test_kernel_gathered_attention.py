@@ -88,6 +88,23 @@ def test_gather_writes_into_out_and_matches_a_fresh_buffer(b, hq, hkv, d, n, m):
     assert bool((got[0][:, :, m + 3 :] == 7.0).all())  # past the capacity nothing is written
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(("b", "hq", "hkv", "d", "n", "m"), SHAPES)
+def test_gather_c_kernel_equals_the_reference(b, hq, hkv, d, n, m, dtype):
+    _, k, v, g = _inputs(b, hq, hkv, d, n)
+    k, v = k[:, :, : n - 1].to(dtype), v[:, :, : n - 1].to(dtype)  # a slice of a longer buffer
+    idx = torch.stack([torch.randperm(n - 1, generator=g)[:m] for _ in range(b)])
+    idx[-1, m // 2 :] = -1  # a shorter row: its padding is skipped
+    fill = torch.full((b, hkv, m + 4, d), 7.0, dtype=dtype)
+    got = gather_kv(k, v, idx, m + 2, out=(fill.clone(), fill.clone()))
+    want = gather_kv(k, v, idx, m + 2, out=(fill.clone(), fill.clone()), backend="torch")
+    live = (idx >= 0)[:, None, :, None].expand(-1, hkv, -1, d)
+    for a, t in zip(want, got):
+        assert torch.equal(t[:, :, :m][live], a[:, :, :m][live])
+        assert bool((t[:, :, :m][~live] == 7.0).all())  # padding rows are left as they were
+        assert bool((t[:, :, m:] == 7.0).all())
+
+
 def test_gather_kv_rejects_an_out_without_room():
     _, k, v, _ = _inputs(1, 2, 2, 8, 10)
     with pytest.raises(ValueError, match=r"`out` must be two \[B, H_kv, >= capacity, D\]"):

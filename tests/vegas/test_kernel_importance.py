@@ -45,18 +45,20 @@ def test_matches_masked_softmax_and_rows_sum_to_one():
 
 
 @pytest.mark.parametrize("mode", ["weight", "logit"])
-def test_importance_from_logits_equals_verify_importance(mode):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])  # the C kernel (CPU fp32), the reference
+@pytest.mark.parametrize("n", [30, 2600])  # the C kernel works in chunks of 1024 positions
+def test_importance_from_logits_equals_verify_importance(mode, dtype, n):
     g = torch.Generator().manual_seed(3)
-    q, k = torch.randn(2, 4, 2, 8, generator=g), torch.randn(2, 2, 30, 8, generator=g)
-    valid, seen = torch.tensor([25, 20]), torch.tensor([30, 24])
+    q, k = torch.randn(2, 4, 2, 8, generator=g), torch.randn(2, 2, n, 8, generator=g)
+    valid, seen = torch.tensor([n - 5, n - 10]), torch.tensor([n, n - 6])
     kk = k.repeat_interleave(2, dim=1)
     logits = torch.einsum("bhrd,bhnd->bhrn", q, kk) * 0.5
     limits = torch.stack([valid, seen], dim=-1)  # row 0 sees [0, valid), row 1 [0, seen)
-    logits = logits.masked_fill(torch.arange(30) >= limits[:, None, :, None], float("-inf"))
+    logits = logits.masked_fill(torch.arange(n) >= limits[:, None, :, None], float("-inf")).to(dtype)
     got = importance_from_logits(logits, torch.logsumexp(logits, -1), valid, mode)
     want = verify_importance(q, k, valid, 0.5, mode, key_len=seen, backend="torch")
-    torch.testing.assert_close(got, want, **TOL)
-    assert got[1, 20:].isinf().all()
+    torch.testing.assert_close(got.float(), want, **TOL)
+    assert got[1, n - 10 :].isinf().all()
 
 
 def test_importance_from_logits_bad_inputs():
@@ -117,3 +119,21 @@ def test_masked_topk_matches_reference(b, n, k):
 def test_masked_topk_ties_take_lowest_index():
     imp = torch.tensor([[1.0, 2.0, 2.0, 2.0, 0.5]])
     assert masked_topk(imp, 2, backend="triton").tolist() == [[1, 2]]
+
+
+@pytest.mark.parametrize(
+    ("b", "n", "k"), [(1, 1, 1), (2, 17, 5), (3, 1000, 128), (2, 300, 300), (8, 33000, 2300)]
+)
+def test_masked_topk_c_kernel_matches_the_reference(b, n, k):
+    g = torch.Generator().manual_seed(5)
+    imp = torch.randn(b, n, generator=g)
+    imp[0, n // 2 :] = float("-inf")  # positions a row may not select (past its valid length)
+    budgets = torch.tensor([k] + [max(1, k - 7 * i) for i in range(1, b)])
+    got = masked_topk(imp, budgets)  # CPU fp32: the C kernel
+    assert torch.equal(got, masked_topk(imp, budgets, backend="torch"))
+
+
+def test_masked_topk_c_kernel_ties_take_lowest_index_and_pads():
+    imp = torch.tensor([[1.0, 2.0, 2.0, 2.0, 0.5], [3.0, float("-inf"), 1.0, float("-inf"), float("-inf")]])
+    assert masked_topk(imp, 2).tolist() == [[1, 2], [0, 2]]
+    assert masked_topk(imp, torch.tensor([4, 3])).tolist() == [[0, 1, 2, 3], [0, 2, -1, -1]]

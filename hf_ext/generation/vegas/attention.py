@@ -4,10 +4,11 @@ The function is registered with transformers' ``AttentionInterface`` and reads t
 ``vegas_mode`` and ``vegas_state``:
 
 * no state (pass-through): the host's SDPA call, unchanged;
-* ``"prefill"`` / ``"verify"``: exact attention over the full cache (the host's SDPA; a global layer's verify
-  on an ``InPlaceCache`` runs ``hf_ext.kernels.chunk_attention``, which also returns the score rows); on a
-  global layer the selection ``I_l`` is then refreshed from this pass's scores and gathered, with the chunk's
-  tail, into one compact buffer;
+* ``"prefill"`` / ``"verify"``: exact attention over the full cache (the host's SDPA; on an ``InPlaceCache`` a
+  global layer's verify, and its prefill of a short prompt such as the last token of a prefilled one, runs
+  ``hf_ext.kernels.chunk_attention``, which also returns the score rows); on a global layer the selection
+  ``I_l`` is then refreshed from this pass's scores and gathered, with the chunk's tail, into one compact
+  buffer;
 * ``"draft"`` on a global layer: the layer's K/V arrive from its compact buffer (the draft cache view appends
   the draft token there instead of the full cache) and one decode attention runs over it
   (``hf_ext.kernels.gathered_decode_attention``). Quest reads its pages from the full cache per step and
@@ -130,15 +131,17 @@ class VegasState:
 
     def verify_attention(
         self, layer_idx: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float,
-        n_keys: list[int],
+        n_keys: list[int], prefill: bool = False,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:  # fmt: skip
-        """A global layer's verify on the in-place cache through ``chunk_attention`` (one pass over the cache
-        for all ``gamma + 1`` rows): ``[B, q, H_q, D]`` and, for the Vegas selector, its score rows'
-        ``(logits [B, H_q, S, N], lse [B, H_q, S])``, which :meth:`refresh` selects from."""
+        """A global layer's verify (or a short prefill chunk) on the in-place cache through
+        ``chunk_attention`` (one pass over the cache for all ``gamma + 1`` rows): ``[B, q, H_q, D]`` and, for
+        the Vegas selector, its score rows' ``(logits [B, H_q, S, N], lse [B, H_q, S])``, which
+        :meth:`refresh` selects from."""
         rows = None
         if self._selector(layer_idx) == "vegas":
             q, batch = query.shape[2], query.shape[0]
-            rows = score_row_index(q, self._last(q, batch), batch).to(query.device)
+            last = None if prefill else self._last(q, batch)
+            rows = score_row_index(q, last, batch).to(query.device)
         lengths = torch.tensor(n_keys, device=key.device)
         out, lse, logits = chunk_attention(
             query, key, value, lengths, scale=scale, score_rows=rows, backend=self.config.backend
@@ -322,9 +325,13 @@ def vegas_attention_forward(
     layer = vegas_state.cache.layers[layer_idx]
     q, window = query.shape[2], _window(module, layer)
     scores = None
-    if isinstance(layer, InPlaceLayer) and vegas_mode == "verify" and window is None:
+    short_prompt = vegas_mode == "prefill" and kernel_applies(query, key, value)  # <= 64 query vectors
+    chunk = vegas_mode == "verify" or short_prompt
+    if isinstance(layer, InPlaceLayer) and window is None and chunk:
         n_keys = vegas_state.live_lengths(layer.lengths, q)
-        out, scores = vegas_state.verify_attention(layer_idx, query, key, value, scale, n_keys)
+        out, scores = vegas_state.verify_attention(
+            layer_idx, query, key, value, scale, n_keys, prefill=vegas_mode == "prefill"
+        )
         reads = list(n_keys)
     elif isinstance(layer, InPlaceLayer):
         n_keys = layer.lengths

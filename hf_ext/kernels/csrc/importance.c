@@ -1,0 +1,119 @@
+/* Vegas's selection on CPU. importance: the mean over heads and score rows of each cache position's softmax
+ * weight (or scaled logit), from the logits the verify's attention wrote, in one pass and without temporaries.
+ * masked_topk: the budget's largest scores per row by a radix select, written in ascending order without a sort.
+ * Built by hf_ext/kernels/_native.py.
+ *
+ * Layout: logits [B, H, S, n] with unit stride over n (strides sb, sh, ss in floats); lse [B, H, S] contiguous;
+ * valid [B]; imp [B, width] contiguous. imp[b][j] = mean over (h, s) for j < valid[b], -inf for j >= valid[b].
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define CHUNK 1024
+
+typedef float v8 __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+
+static inline v8 load8(const float *p) {
+    v8 x;
+    memcpy(&x, p, sizeof x);
+    return x;
+}
+
+static inline void store8(float *p, v8 x) { memcpy(p, &x, sizeof x); }
+
+/* e^x lane-wise for x <= 0 (clamped at -87; -inf gives exactly 0): the polynomial of chunk_attention.c. */
+static inline v8 exp8(v8 x) {
+    const v8i finite = x > -INFINITY, low = x < -87.0f;
+    x = (v8)(((v8i)x & ~low) | ((v8i)((v8){0} - 87.0f) & low));
+    const v8 t = x * 1.4426950408889634f;
+    const v8 i = (t + 12582912.0f) - 12582912.0f;
+    const v8 f = (t - i) * 0.6931471805599453f;
+    const v8 p = 1.0f + f * (1.0f + f * (0.5f + f * (0.16666667f + f * (0.041666668f + f * (0.008333334f
+                 + f * (0.0013888889f + f * 0.0001984127f))))));
+    const v8i bits = (__builtin_convertvector(i, v8i) + 127) << 23;
+    return (v8)((v8i)(p * (v8)bits) & finite);
+}
+
+void importance(const float *logits, const float *lse, int64_t b_n, int64_t h_n, int64_t s_n, int64_t sb,
+                int64_t sh, int64_t ss, const int64_t *valid, int64_t width, int weight, float *imp, int threads) {
+    const int64_t chunks = (width + CHUNK - 1) / CHUNK;
+    const float inv = 1.0f / (float)(h_n * s_n);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t t = 0; t < b_n * chunks; ++t) {
+        const int64_t b = t / chunks, j0 = (t % chunks) * CHUNK;
+        const int64_t end = valid[b] < j0 + CHUNK ? valid[b] : j0 + CHUNK;
+        float *dst = imp + b * width;
+        float acc[CHUNK] __attribute__((aligned(32)));
+        memset(acc, 0, sizeof acc);
+        for (int64_t h = 0; h < h_n; ++h) {
+            for (int64_t s = 0; s < s_n; ++s) {
+                const float *row = logits + b * sb + h * sh + s * ss;
+                const float m = lse[(b * h_n + h) * s_n + s];
+                int64_t j = j0;
+                for (; j + 8 <= end; j += 8) {
+                    const v8 x = load8(row + j);
+                    const v8 a = load8(acc + j - j0);
+                    store8(acc + j - j0, a + (weight ? exp8(x - m) : x));
+                }
+                for (; j < end; ++j) {
+                    v8 x = {0};
+                    x[0] = row[j];
+                    acc[j - j0] += weight ? exp8(x - m)[0] : x[0];
+                }
+            }
+        }
+        for (int64_t j = j0; j < end; ++j) dst[j] = acc[j - j0] * inv;
+        for (int64_t j = end > j0 ? end : j0; j < j0 + CHUNK && j < width; ++j) dst[j] = -INFINITY;
+    }
+}
+
+/* An order-preserving unsigned image of a float (larger float, larger key; NaN-free input). */
+static inline uint32_t order_key(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+/* The key of the k-th largest of x[0..n) (1 <= k <= n): a radix select, 8 bits per pass over the elements that
+ * share the digits found so far (branch-light, unlike a quickselect's data-dependent partitions). */
+static uint32_t kth_largest_key(const float *x, int64_t n, int64_t k) {
+    uint32_t prefix = 0, mask = 0;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        int64_t hist[256] = {0};
+        for (int64_t j = 0; j < n; ++j) {
+            const uint32_t key = order_key(x[j]);
+            if ((key & mask) == prefix) ++hist[(key >> shift) & 255u];
+        }
+        int bin = 255;
+        for (; bin > 0 && hist[bin] < k; --bin) k -= hist[bin];
+        prefix |= (uint32_t)bin << shift;
+        mask |= 255u << shift;
+    }
+    return prefix;
+}
+
+/* masked_topk per row: the budget[b] largest finite scores of imp[b][0..n), as ascending indices, ties at the
+ * threshold by lowest index (as the Triton kernel); out[b][width] padded with -1. */
+void masked_topk(const float *imp, int64_t b_n, int64_t n, const int64_t *budget, int64_t width, int64_t *out,
+                 int threads) {
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (int64_t b = 0; b < b_n; ++b) {
+        const float *row = imp + b * n;
+        int64_t *dst = out + b * width, finite = 0, filled = 0;
+        for (int64_t j = 0; j < n; ++j) finite += row[j] > -INFINITY;
+        const int64_t k = budget[b] < finite ? budget[b] : finite;
+        if (k > 0) {
+            const uint32_t thr = kth_largest_key(row, n, k);
+            int64_t above = 0;
+            for (int64_t j = 0; j < n; ++j) above += order_key(row[j]) > thr;
+            int64_t ties = k - above;
+            for (int64_t j = 0; j < n && filled < k; ++j) {
+                const uint32_t key = order_key(row[j]);
+                if (key > thr || (key == thr && ties-- > 0)) dst[filled++] = j;
+            }
+        }
+        for (; filled < width; ++filled) dst[filled] = -1;
+    }
+}
