@@ -151,3 +151,21 @@ def test_headline_takes_vegas_at_its_fastest_gamma_against_every_baseline_row():
     head = headline(rows, (64, 8))
     assert (head.method, head.best_baseline) == (95.0, 85.0)
     assert head.best_baseline_system == "sink+window (gamma 1)"
+
+
+def test_a_vegas_verify_costs_the_timed_selection_and_other_arms_do_not():
+    from hf_ext.generation.vegas.bench import apply_cost_model
+
+    rows, calibration = _grid()
+    for cal in calibration:
+        cal["selection_seconds"] = 2e-3 if (cal["context"], cal["batch"]) == (512, 8) else 0.0
+    arms = []
+    for name in ("vegas", "sink+window"):
+        arm = _row(name, 10, 100.0, 9000.0, extra=500.0, context=512, batch=8, _arm=name, _verifies=4)
+        arm["tokens_per_s"] = (
+            8 * 4 / (_seconds(arm, 1e-3, 1e6, 1e-6) + (4 * 2e-3 if name == "vegas" else 0.0))
+        )
+        arms.append(arm)
+    _, shares, _ = apply_cost_model([*rows, *arms], calibration, PARAM_BYTES, KV_ENTRY)
+    assert all(a["model_vs_measured"] == pytest.approx(1.0) for a in arms)
+    assert shares["vegas"]["selection"] > 0 and shares["sink+window"]["selection"] == 0

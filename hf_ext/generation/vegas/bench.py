@@ -41,6 +41,7 @@ MODEL_BASE = KERNEL  # the plain arm the cost model is fitted on: its attention 
 MARKER = b"\n# again:\n"
 QUESTION = 64  # bytes of the early function repeated after the marker
 LOOP_CONTEXT = 128  # tokens of the prompt that times the self-draft loop's fixed cost per forward
+SHARES = ("forward", "bytes", "pairs", "selection")  # the cost model's terms
 GAMMA_SWEEP = (1, 2, 3)  # draft lengths tried for every sparse arm at the largest setting (the paper's is 6)
 # H200 (stated, not measured): HBM bandwidth, per-forward launch overhead of a 4-layer model, bf16.
 H200_BW, H200_FORWARD_S, BF16 = 4.8e12, 60e-6, 2
@@ -196,6 +197,7 @@ def _setting(
                 "draft_share": s.draft_seconds / max(s.draft_seconds + s.verify_seconds, 1e-12),
                 "_seconds": seconds[arm],
                 "_drafts_per_iteration": s.drafted / max(s.row_iterations, 1),
+                "_verifies": s.iterations,
                 "_pairs": cost["pairs"],
                 "_extra_entries": cost["extra_entries"],
             }
@@ -211,7 +213,12 @@ def _setting(
 def _calibrate(lm: Any, base: Any, rows: int, context: int, chunk: int, reps: int = 3) -> dict[str, Any]:
     """Time one pass of the verify's attention (``chunk_attention``: ``chunk`` query rows over every layer's
     ``context - 1`` prefilled slots, the call each self-draft arm's verify makes), the fastest of ``reps``
-    like the arms: the cost model's only measurement with more than one query row, taken outside every arm."""
+    like the arms: the cost model's only measurement with more than one query row, taken outside every arm.
+    Also times Vegas's selection from that pass's two score rows (importance and top-k over every layer's
+    cache, the work a Vegas verify adds; ``selection_seconds``): a cost that is neither bytes of KV nor
+    query-key products."""
+    from hf_ext.generation.vegas.config import VegasConfig
+    from hf_ext.generation.vegas.core import budget, vegas_indices_from_scores
     from hf_ext.kernels.chunk_attention import chunk_attention
 
     cfg = lm.config
@@ -221,15 +228,30 @@ def _calibrate(lm: Any, base: Any, rows: int, context: int, chunk: int, reps: in
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(rows, heads, chunk, d, generator=gen).to(base.layers[0].keys.device)
     lengths = torch.full((rows,), n, device=q.device)
-    seconds = math.inf
+    seconds = selection = math.inf
     for _ in range(reps):
         with Timer(q.device) as t:
             for layer in view.layers:
                 chunk_attention(q, layer.keys, layer.values, lengths, scale=d**-0.5)
         seconds = min(seconds, t.seconds)
+    first = view.layers[0]
+    score_rows = torch.tensor([[0, chunk - 1]] * rows, device=q.device)
+    _, lse, logits = chunk_attention(
+        q, first.keys, first.values, lengths, scale=d**-0.5, score_rows=score_rows
+    )
+    assert logits is not None
+    lse = lse[:, :, [0, chunk - 1]].contiguous()
+    vc = VegasConfig()
+    valid = [n - chunk + 1] * rows
+    ks = [budget(n, v, vc.sparse_ratio, vc.min_tokens, n + chunk) for v in valid]
+    for _ in range(reps):
+        with Timer(q.device) as t:
+            for _layer in view.layers:
+                vegas_indices_from_scores(logits, lse, valid_len=valid, budgets=ks, mode=vc.score_mode)
+        selection = min(selection, t.seconds)
     entries = rows * layers * n
     return {"context": context, "batch": rows, "forwards": 0, "kv_entries": entries,
-            "pairs": chunk * heads * entries, "seconds": seconds}  # fmt: skip
+            "pairs": chunk * heads * entries, "seconds": seconds, "selection_seconds": selection}  # fmt: skip
 
 
 def _calibrate_loop(lm: Any, prompt: torch.Tensor, new: int, gamma: int, repeats: int) -> dict[str, Any]:
@@ -375,18 +397,23 @@ def apply_cost_model(
     arm) to every row.
 
     A self-draft arm's forwards cost the loop's own per-forward time (:func:`loop_forward_cost`, per batch
-    size, from ``loop``) instead of the plain arms' ``c``; without ``loop`` they cost ``c``.
+    size, from ``loop``) instead of the plain arms' ``c``; without ``loop`` they cost ``c``. A Vegas row's
+    verifies (``_verifies``) also cost the selection's measured time at its setting (a calibration's
+    ``selection_seconds``, when present).
 
     Returns the fitted ``(c, bw, p)``, per system at the largest setting the modelled shares of its time
-    (``forward``, ``bytes``, ``pairs``), and the loop's seconds per forward by batch size."""
+    (``forward``, ``bytes``, ``pairs``, ``selection``), and the loop's seconds per forward by batch size."""
     c, bw, p = fit_cost_model(rows, calibration, param_bytes, kv_entry)
     c_loop = {x["batch"]: loop_forward_cost(x, (c, bw, p), param_bytes, kv_entry) for x in loop or []}
     plain = {(r["context"], r["batch"]): r for r in rows if r["system"] == MODEL_BASE}
+    select = {(x["context"], x["batch"]): x.get("selection_seconds", 0.0) for x in calibration}
 
-    def terms(r: dict[str, Any]) -> tuple[float, float, float]:
+    def terms(r: dict[str, Any]) -> tuple[float, float, float, float]:
         f, nbytes, pairs = cost_terms(r, param_bytes, kv_entry)
         per_forward = c if r["system"] in PLAIN_ARMS else c_loop.get(r["batch"], c)
-        return f * per_forward, nbytes / bw, pairs * p
+        vegas = r.get("_arm") == "vegas"
+        selection = r.get("_verifies", 0) * select.get((r["context"], r["batch"]), 0.0) if vegas else 0.0
+        return f * per_forward, nbytes / bw, pairs * p, selection
 
     top = max((r["context"], r["batch"]) for r in rows)
     shares = {}
@@ -401,7 +428,7 @@ def apply_cost_model(
         r["model_vs_measured"] = r["model_ratio"] / measured
         if (r["context"], r["batch"]) == top:
             t = terms(r)
-            shares[r["system"]] = {k: v / sum(t) for k, v in zip(("forward", "bytes", "pairs"), t)}
+            shares[r["system"]] = {k: v / sum(t) for k, v in zip(SHARES, t)}
     return (c, bw, p), shares, c_loop
 
 
@@ -598,15 +625,18 @@ def _report(
         f"the loop's own fixed time instead, timed at a {LOOP_CONTEXT}-token context (full-cache drafts) "
         "less its bytes and arithmetic: "
         + ", ".join(f"{1e3 * v:.2f} ms at batch {b}" for b, v in sorted(c_loop.items()))
+        + "; a Vegas verify also costs its selection (importance and top-k from the score rows, every "
+        f"layer), timed alone per setting: {1e3 * cal_top['selection_seconds']:.1f} ms at N={top[0]} x "
+        f"batch {top[1]}"
         + f"; `model_ratio` = its predicted tokens/s ratio vs {MODEL_BASE}, `model_vs_measured` = "
         "prediction / measurement (1 = exact; target within 0.7-1.3).",
         f"calibration at N={top[0]} x batch {top[1]}: the verify's attention alone ({config['gamma'] + 1} "
         f"query rows, chunk_attention over every layer) takes {chunk_cost:.2f}x a whole plain decode step "
         "with the same kernel.",
-        f"cost model shares at N={top[0]} x batch {top[1]} (per forward / bytes / query-key arithmetic): "
+        f"cost model shares at N={top[0]} x batch {top[1]} (per forward / bytes / query-key arithmetic / "
+        "selection): "
         + "; ".join(
-            f"{k} {100 * v['forward']:.0f}/{100 * v['bytes']:.0f}/{100 * v['pairs']:.0f}%"
-            for k, v in model_shares.items()
+            f"{k} " + "/".join(f"{100 * v[t]:.0f}" for t in SHARES) + "%" for k, v in model_shares.items()
         ),
         "H200 projection (model, not a measurement) at 32k x batch 128, bf16: per forward "
         f"{H200_FORWARD_S * 1e6:.0f} us + bytes / {H200_BW / 1e12:.1f} TB/s; a plain step is "
