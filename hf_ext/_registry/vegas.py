@@ -14,6 +14,7 @@ METHOD = MethodInfo(
         "VegasStats": "hf_ext.generation.vegas.generate",
         "VegasGenerateOutput": "hf_ext.generation.vegas.generate",
         "InPlaceCache": "hf_ext.generation.vegas.cache",
+        "register_chunk_attention": "hf_ext.generation.vegas.attention",
         "gather_kv": "hf_ext.kernels.gathered_attention",
         "gathered_decode_attention": "hf_ext.kernels.gathered_attention",
         "chunk_attention": "hf_ext.kernels.chunk_attention",
@@ -47,7 +48,8 @@ METHOD = MethodInfo(
         "rollback); a finished row stays in the batch tensors but reads only its verify chunk "
         "(vLLM drops it)",
         "on CPU the verify's attention and its score rows come from one C kernel (chunk_attention; the "
-        "paper fuses the scores into its GPU attention kernel)",
+        "paper fuses the scores into its GPU attention kernel), and the selection after it (importance, "
+        "top-k, the compact gather) runs in C too",
     ),
     note=(
         "Lossless: greedy output equals generate(do_sample=False); sampling uses the speculative "

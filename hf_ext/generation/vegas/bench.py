@@ -127,21 +127,16 @@ def _setting(
     base: Any,
     *,
     new: int,
-    gamma: int,
-    arms: tuple[str, ...],
+    runs: tuple[tuple[str, int], ...],
     setting: dict[str, Any],
     repeats: int,
-    reference: tuple[torch.Tensor, float] | None = None,
-) -> tuple[list[dict[str, Any]], tuple[torch.Tensor, float]]:
+) -> list[dict[str, Any]]:
     """Rows of one (context, batch) setting: three plain baselines (SDPA on the in-place cache and on
     transformers' ``StaticCache``; the verify's ``chunk_attention`` kernel on the in-place cache, so that no
-    arm's speed comes from the kernel alone), then the self-draft arms. Every system is
-    decoded ``repeats`` times in turn (round robin, so that a slow spell of the shared host falls on all of
-    them) and timed by its fastest run; greedy decoding gives the same tokens and counters every time.
-
-    Returns the rows and ``(plain greedy's sequences, the faster plain arm's seconds)``. With ``reference``
-    (those of an earlier call at the same setting) the plain arms are not run again and the self-draft rows
-    are named with their ``gamma`` (the gamma sweep)."""
+    arm's speed comes from the kernel alone), then the self-draft ``runs`` (arm, gamma); a run at a gamma
+    other than the setting's is named with it (the gamma sweep). Every system is decoded ``repeats`` times in
+    turn (round robin, so that a slow spell of the shared host falls on all of them, the plain arms included)
+    and timed by its fastest run; greedy decoding gives the same tokens and counters every time."""
     from hf_ext.generation.vegas.attention import register_chunk_attention
     from hf_ext.generation.vegas.config import VegasConfig
     from hf_ext.generation.vegas.generate import vegas_generate
@@ -150,6 +145,7 @@ def _setting(
     layers, heads = lm.config.num_hidden_layers, lm.config.num_attention_heads
     emitted = b * new
     plain_entries = b * layers * sum(n + i for i in range(new))  # every forward reads the whole cache
+    names = {f"{a} (gamma {g})" if g != setting["gamma"] else a: (a, g) for a, g in runs}
 
     def run(system: str) -> tuple[Any, float]:
         if system == PLAIN:
@@ -159,10 +155,11 @@ def _setting(
         if system == KERNEL:
             with _attention(lm, register_chunk_attention()):
                 return _decode(lm, prompt, base.rows(b, n - 1), new)
-        vc = VegasConfig(num_draft_tokens=gamma, selector=SELECTORS[system])
+        arm, gamma = names[system]
+        vc = VegasConfig(num_draft_tokens=gamma, selector=SELECTORS[arm])
         return _decode(lm, prompt, base.rows(b, n - 1), new, custom_generate=vegas_generate, vegas_config=vc)
 
-    systems = arms if reference else (*PLAIN_ARMS, *arms)
+    systems = (*PLAIN_ARMS, *names)
     outs: dict[str, Any] = {}
     seconds = dict.fromkeys(systems, math.inf)
     for _ in range(repeats):
@@ -170,44 +167,45 @@ def _setting(
             out, t = run(system)
             outs.setdefault(system, out)
             seconds[system] = min(seconds[system], t)
-    ref = reference[0] if reference else outs[PLAIN].sequences
+    ref = outs[PLAIN].sequences
     rows = []
-    for name in () if reference else PLAIN_ARMS:
+    for name in PLAIN_ARMS:
         same = {"identical": "reference"} if name == PLAIN else _compare(ref, outs[name].sequences, n)
         rows.append(
             {**setting, "system": name, "is_baseline": True, **same, "forwards": new,
              "kv_entries_per_token": plain_entries / emitted, "_seconds": seconds[name],
              "_pairs": heads * plain_entries, "_extra_entries": 0.0}
         )  # fmt: skip
-    for arm in arms:
-        s = outs[arm].vegas_stats
+    for name, (arm, gamma) in names.items():
+        s = outs[name].vegas_stats
         cost = _draft_costs(s, lm.config, b, n)
         rows.append(
             {
                 **setting,
-                "system": f"{arm} (gamma {gamma})" if reference else arm,
+                "gamma": gamma,
+                "system": name,
                 "is_baseline": arm != "vegas",
                 "_arm": arm,
-                **_compare(ref, outs[arm].sequences, n),
+                **_compare(ref, outs[name].sequences, n),
                 "alpha": s.acceptance_rate,
                 "tau": s.mean_accepted_length,
                 "forwards": cost["forwards"],
                 "kv_entries_per_token": cost["kv_entries"] / emitted,
                 "selection_entries_per_token": s.selection_entries / emitted,
                 "draft_share": s.draft_seconds / max(s.draft_seconds + s.verify_seconds, 1e-12),
-                "_seconds": seconds[arm],
+                "_seconds": seconds[name],
                 "_drafts_per_iteration": s.drafted / max(s.row_iterations, 1),
                 "_verifies": s.iterations,
                 "_pairs": cost["pairs"],
                 "_extra_entries": cost["extra_entries"],
             }
         )
-    t_best = reference[1] if reference else min(seconds[name] for name in PLAIN_ARMS)
+    t_best = min(seconds[name] for name in PLAIN_ARMS)
     for row in rows:
         t = row.pop("_seconds")
         row["tokens_per_s"] = emitted / t
         row["tokens_per_s_ratio"] = t_best / t
-    return rows, (ref, t_best)
+    return rows
 
 
 def _calibrate(lm: Any, base: Any, rows: int, context: int, chunk: int, reps: int = 3) -> dict[str, Any]:
@@ -297,9 +295,9 @@ def _grid(
     device: str = "cpu",
     sweep: tuple[int, ...] = (),
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
-    """Rows of every (context, batch) setting at ``gamma``, then, at the largest context and batch, the sparse
-    arms again at each gamma of ``sweep``; the verify calibrations; the loop calibrations; the model's
-    recipe."""
+    """Rows of every (context, batch) setting at ``gamma`` (at the largest context and batch also the sparse
+    arms at each gamma of ``sweep``, in the same round robin as the plain arms); the verify calibrations; the
+    loop calibrations; the model's recipe."""
     from hf_ext.generation.vegas._bench_lm import byte_llama
     from hf_ext.generation.vegas.cache import InPlaceCache
 
@@ -315,16 +313,14 @@ def _grid(
         with torch.no_grad():
             lm(prompt[:, :-1], cache=base, use_cache=True, logits_to_keep=1)
         for b in sorted(batches):
+            runs = [(a, gamma) for a in arms]
+            if (n, b) == (max(contexts), max(batches)):  # the sweep, interleaved with the plain arms
+                runs += [(a, g) for g in sweep for a in arms if a in SPARSE]
             setting = {"context": n, "batch": b, "gamma": gamma}
-            found, reference = _setting(
-                lm, prompt[:b], base, new=new, gamma=gamma, arms=arms, setting=setting, repeats=repeats
+            rows += _setting(
+                lm, prompt[:b], base, new=new, runs=tuple(runs), setting=setting, repeats=repeats
             )
-            rows += found
             calibration.append(_calibrate(lm, base, b, n, gamma + 1))
-        sparse = tuple(a for a in arms if a in SPARSE)
-        for g in sweep if n == max(contexts) else ():
-            rows += _setting(lm, prompt[:b], base, new=new, gamma=g, arms=sparse, repeats=repeats,
-                             setting={**setting, "gamma": g}, reference=reference)[0]  # fmt: skip
         del base
     return rows, calibration, loop, recipe
 
