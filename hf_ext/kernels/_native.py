@@ -2,9 +2,10 @@
 
 :func:`load` compiles ``csrc/<name>.c`` on first use with the system C compiler (``$CC``, else ``cc``) and
 OpenMP, tuned for this CPU (``-march=native``), into ``<hf_ext cache>/kernels/<name>-<key>.so``; the key
-hashes the source, the flags, the compiler's version and the CPU's feature flags, so a cache shared between
-machines never hands one machine another's instructions. Where no compiler is found or the build fails, it
-logs why once and returns ``None``: callers fall back to their PyTorch reference.
+hashes the source and the shared headers (``csrc/*.h``), the flags, the compiler's version and the CPU's
+feature flags, so a cache shared between machines never hands one machine another's instructions. Where no
+compiler is found or the build fails, it logs why once and returns ``None``: callers fall back to their
+PyTorch reference.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def load(name: str) -> ctypes.CDLL | None:
     from hf_ext._cache import cache_dir
 
     cc = os.environ.get("CC") or "cc"
-    source = (SOURCES / f"{name}.c").read_bytes()
+    source = b"\0".join(path.read_bytes() for path in [SOURCES / f"{name}.c", *sorted(SOURCES.glob("*.h"))])
     try:
         if shutil.which(cc) is None:
             raise FileNotFoundError(f"no C compiler {cc!r} on PATH")

@@ -123,3 +123,27 @@ def test_bad_inputs(change, exc, match):
     with pytest.raises(exc, match=match):
         chunk_attention(args["q"], args["k"], args["k"] if "k" in change else args["v"], args["lengths"],
                         scale=1.0, **kw)  # fmt: skip
+
+
+def test_a_shared_header_is_part_of_the_build_key(monkeypatch, tmp_path):
+    import ctypes
+
+    src = tmp_path / "csrc"
+    src.mkdir()
+    (src / "probe.c").write_text('#include "probe.h"\nint probe(void) { return VALUE; }\n')
+    monkeypatch.setattr(_native, "SOURCES", src)
+    monkeypatch.setenv("HF_EXT_CACHE", str(tmp_path / "cache"))
+    _native.load.cache_clear()
+    try:
+        values = []
+        for value in (1, 2):  # a header edit must rebuild the kernel, not reuse the cached one
+            (src / "probe.h").write_text(f"#define VALUE {value}\n")
+            _native.load.cache_clear()
+            lib = _native.load("probe")
+            assert lib is not None
+            lib.probe.restype = ctypes.c_int
+            values.append(lib.probe())
+        assert values == [1, 2]
+        assert len(list((tmp_path / "cache" / "kernels").glob("probe-*.so"))) == 2
+    finally:
+        _native.load.cache_clear()

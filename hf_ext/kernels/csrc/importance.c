@@ -6,35 +6,9 @@
  * Layout: logits [B, H, S, n] with unit stride over n (strides sb, sh, ss in floats); lse [B, H, S] contiguous;
  * valid [B]; imp [B, width] contiguous. imp[b][j] = mean over (h, s) for j < valid[b], -inf for j >= valid[b].
  */
-#include <math.h>
-#include <stdint.h>
-#include <string.h>
+#include "vec8.h"
 
 #define CHUNK 1024
-
-typedef float v8 __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
-
-static inline v8 load8(const float *p) {
-    v8 x;
-    memcpy(&x, p, sizeof x);
-    return x;
-}
-
-static inline void store8(float *p, v8 x) { memcpy(p, &x, sizeof x); }
-
-/* e^x lane-wise for x <= 0 (clamped at -87; -inf gives exactly 0): the polynomial of chunk_attention.c. */
-static inline v8 exp8(v8 x) {
-    const v8i finite = x > -INFINITY, low = x < -87.0f;
-    x = (v8)(((v8i)x & ~low) | ((v8i)((v8){0} - 87.0f) & low));
-    const v8 t = x * 1.4426950408889634f;
-    const v8 i = (t + 12582912.0f) - 12582912.0f;
-    const v8 f = (t - i) * 0.6931471805599453f;
-    const v8 p = 1.0f + f * (1.0f + f * (0.5f + f * (0.16666667f + f * (0.041666668f + f * (0.008333334f
-                 + f * (0.0013888889f + f * 0.0001984127f))))));
-    const v8i bits = (__builtin_convertvector(i, v8i) + 127) << 23;
-    return (v8)((v8i)(p * (v8)bits) & finite);
-}
 
 void importance(const float *logits, const float *lse, int64_t b_n, int64_t h_n, int64_t s_n, int64_t sb,
                 int64_t sh, int64_t ss, const int64_t *valid, int64_t width, int weight, float *imp, int threads) {
