@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -68,3 +69,17 @@ def load(name: str) -> ctypes.CDLL | None:
         detail = getattr(err, "stderr", "") or err
         logger.warning("hf_ext kernel %r not built (%s); using the PyTorch reference.", name, detail)
         return None
+
+
+def call(fn: Any, *args: Any) -> int:
+    """Call a function of a compiled kernel: a tensor passes its data pointer (the caller keeps it alive for
+    the call), an int or bool passes as int64, a float as float32. Returns the C function's int result."""
+
+    def convert(a: Any) -> Any:
+        if isinstance(a, bool | int):
+            return ctypes.c_int64(int(a))
+        if isinstance(a, float):
+            return ctypes.c_float(a)
+        return ctypes.c_void_p(a.data_ptr())
+
+    return int(fn(*(convert(a) for a in args)))

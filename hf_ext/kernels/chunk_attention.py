@@ -26,12 +26,10 @@ reference (SDPA) is the fast path.
 
 from __future__ import annotations
 
-import ctypes
-
 import torch
 
 from hf_ext.kernels._dispatch import BACKENDS, check_float
-from hf_ext.kernels._native import load
+from hf_ext.kernels._native import call, load
 
 MAX_QUERY_VECTORS, MAX_HEAD_SIZE = 64, 256  # the C kernel's limits per KV head; larger shapes use SDPA
 
@@ -118,24 +116,17 @@ def run_kernel(
     rows = score_rows.contiguous() if score_rows is not None else torch.empty(b, 0, dtype=torch.int64)
     n = int(lengths.max())
     logits = torch.empty(b, h_q, rows.shape[1], n, dtype=torch.float32)
-    status = lib.chunk_attention(
-        *(ctypes.c_void_p(t.data_ptr()) for t in (q, k, v)),
-        *(ctypes.c_int64(x) for x in (b, h_q, k.shape[1], r, d, *k.stride()[:3], *v.stride()[:3])),
-        ctypes.c_void_p(lengths.data_ptr()),
-        ctypes.c_float(scale),
-        ctypes.c_void_p(out.data_ptr()),
-        ctypes.c_void_p(lse.data_ptr()),
-        ctypes.c_void_p(rows.data_ptr()),
-        ctypes.c_int64(rows.shape[1]),
-        ctypes.c_void_p(logits.data_ptr()),
-        ctypes.c_int64(n),
-        ctypes.c_int(torch.get_num_threads()),
-    )
+    status = call(
+        lib.chunk_attention, q, k, v, b, h_q, k.shape[1], r, d, *k.stride()[:3], *v.stride()[:3], lengths,
+        float(scale), out, lse, rows, rows.shape[1], logits, n, torch.get_num_threads(),
+    )  # fmt: skip
     if status:
         return None
+    if score_rows is None:
+        return out, lse, None
     for row, length in enumerate(lengths.tolist()):  # the kernel writes each row's logits up to its length
         logits[row, :, :, length:] = float("-inf")
-    return out, lse, (logits if score_rows is not None else None)
+    return out, lse, logits
 
 
 def chunk_attention(

@@ -29,14 +29,13 @@ implemented.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 from typing import Any
 
 import torch
 
 from hf_ext.kernels._dispatch import check_float, check_triton_sizes, resolve_backend
-from hf_ext.kernels._native import load
+from hf_ext.kernels._native import call, load
 from hf_ext.kernels.chunk_attention import run_kernel
 
 BLOCK_N = 64
@@ -120,16 +119,10 @@ def _native_gather_kv(
     lib: Any, k: torch.Tensor, v: torch.Tensor, idx: torch.Tensor, k_c: torch.Tensor, v_c: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     ix = idx.to(torch.int64).contiguous()
-    lib.gather_rows(
-        ctypes.c_void_p(k.data_ptr()),
-        ctypes.c_void_p(v.data_ptr()),
-        ctypes.c_void_p(ix.data_ptr()),
-        *(ctypes.c_int64(x) for x in (*k.shape[:2], ix.shape[-1], k.shape[3], k.element_size())),
-        *(ctypes.c_int64(x) for x in (*k.stride()[:3], *k_c.stride()[:3])),
-        ctypes.c_void_p(k_c.data_ptr()),
-        ctypes.c_void_p(v_c.data_ptr()),
-        ctypes.c_int(torch.get_num_threads()),
-    )
+    call(
+        lib.gather_rows, k, v, ix, *k.shape[:2], ix.shape[-1], k.shape[3], k.element_size(), *k.stride()[:3],
+        *k_c.stride()[:3], k_c, v_c, torch.get_num_threads(),
+    )  # fmt: skip
     return k_c, v_c
 
 
@@ -493,7 +486,7 @@ def gathered_decode_attention(
     if resolve_backend(backend, q, k, v) == "triton":
         check_triton_sizes(D=q.shape[-1])
         return _triton_gathered_decode_attention(q, k, v, idx, scale, lengths)
-    if backend == "auto" and lengths is not None and int(lengths.min()) > 0:
+    if backend == "auto" and lengths is not None:
         result = run_kernel(q, k, v, lengths, scale)  # a one-row chunk: its query sits at the row's last slot
         if result is not None:
             return result[0], result[1][..., 0]

@@ -25,14 +25,13 @@ the lowest-index ties, in ascending order, via ``tl.cumsum``. Kernels are built 
 
 from __future__ import annotations
 
-import ctypes
 import functools
 from typing import Any
 
 import torch
 
 from hf_ext.kernels._dispatch import check_triton_sizes, resolve_backend
-from hf_ext.kernels._native import load
+from hf_ext.kernels._native import call, load
 from hf_ext.kernels.gathered_attention import row_lengths
 
 MODES = ("weight", "logit")
@@ -258,16 +257,10 @@ def _native_importance(
     b, h, s, _ = logits.shape
     lse, valid = lse.contiguous(), valid_len.to(torch.int64).contiguous()
     imp = torch.empty(b, width, dtype=torch.float32)
-    lib.importance(
-        ctypes.c_void_p(logits.data_ptr()),
-        ctypes.c_void_p(lse.data_ptr()),
-        *(ctypes.c_int64(x) for x in (b, h, s, *logits.stride()[:3])),
-        ctypes.c_void_p(valid.data_ptr()),
-        ctypes.c_int64(width),
-        ctypes.c_int(mode == "weight"),
-        ctypes.c_void_p(imp.data_ptr()),
-        ctypes.c_int(torch.get_num_threads()),
-    )
+    call(
+        lib.importance, logits, lse, b, h, s, *logits.stride()[:3], valid, width, mode == "weight", imp,
+        torch.get_num_threads(),
+    )  # fmt: skip
     return imp
 
 
@@ -332,15 +325,7 @@ def _native_masked_topk(lib: Any, imp: torch.Tensor, budgets: torch.Tensor) -> t
     b, n = imp.shape
     width = min(int(budgets.max()), n)
     out = torch.empty(b, width, dtype=torch.int64)
-    lib.masked_topk(
-        ctypes.c_void_p(imp.data_ptr()),
-        ctypes.c_int64(b),
-        ctypes.c_int64(n),
-        ctypes.c_void_p(budgets.data_ptr()),
-        ctypes.c_int64(width),
-        ctypes.c_void_p(out.data_ptr()),
-        ctypes.c_int(torch.get_num_threads()),
-    )
+    call(lib.masked_topk, imp, b, n, budgets, width, out, torch.get_num_threads())
     return out
 
 

@@ -163,7 +163,7 @@ static void task_any(TASK_ARGS) { TASK_CALL(dv); }
 int chunk_attention(const float *q, const float *k, const float *v, int64_t b_n, int64_t hq, int64_t hkv,
                     int64_t r_n, int64_t d_n, int64_t skb, int64_t skh, int64_t skn, int64_t svb, int64_t svh,
                     int64_t svn, const int64_t *lengths, float scale, float *out, float *lse,
-                    const int64_t *score_rows, int64_t n_score, float *scores, int64_t score_len, int threads) {
+                    const int64_t *score_rows, int64_t n_score, float *scores, int64_t score_len, int64_t threads) {
     const int64_t g_n = hq / hkv;
     if (g_n * r_n > MAX_VECTORS || d_n % 8) return 1;
     void (*run)(TASK_ARGS) = d_n == 64 ? task_d64 : d_n == 128 ? task_d128 : d_n == 32 ? task_d32 : task_any;

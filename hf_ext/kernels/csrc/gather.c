@@ -10,7 +10,7 @@
 
 void gather_rows(const char *k, const char *v, const int64_t *idx, int64_t b_n, int64_t h_n, int64_t n, int64_t d,
                  int64_t size, int64_t sb, int64_t sh, int64_t sn, int64_t ob, int64_t oh, int64_t on, char *kc,
-                 char *vc, int threads) {
+                 char *vc, int64_t threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t t = 0; t < b_n * h_n; ++t) {
         const int64_t b = t / h_n, h = t % h_n, bytes = d * size;

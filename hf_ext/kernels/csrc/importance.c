@@ -11,7 +11,8 @@
 #define CHUNK 1024
 
 void importance(const float *logits, const float *lse, int64_t b_n, int64_t h_n, int64_t s_n, int64_t sb,
-                int64_t sh, int64_t ss, const int64_t *valid, int64_t width, int weight, float *imp, int threads) {
+                int64_t sh, int64_t ss, const int64_t *valid, int64_t width, int64_t weight, float *imp,
+                int64_t threads) {
     const int64_t chunks = (width + CHUNK - 1) / CHUNK;
     const float inv = 1.0f / (float)(h_n * s_n);
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -71,7 +72,7 @@ static uint32_t kth_largest_key(const float *x, int64_t n, int64_t k) {
 /* masked_topk per row: the budget[b] largest finite scores of imp[b][0..n), as ascending indices, ties at the
  * threshold by lowest index (as the Triton kernel); out[b][width] padded with -1. */
 void masked_topk(const float *imp, int64_t b_n, int64_t n, const int64_t *budget, int64_t width, int64_t *out,
-                 int threads) {
+                 int64_t threads) {
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (int64_t b = 0; b < b_n; ++b) {
         const float *row = imp + b * n;
