@@ -33,6 +33,8 @@ def _capture(lm: Any, ids: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tenso
     from transformers import AttentionInterface
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    from hf_ext.generation.vegas.attention import attention_implementation
+
     store: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def capture(module: Any, query: torch.Tensor, key: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
@@ -40,13 +42,8 @@ def _capture(lm: Any, ids: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tenso
         return sdpa_attention_forward(module, query, key, *args, **kwargs)
 
     AttentionInterface.register(CAPTURE_KEY, capture)
-    previous = lm.config._attn_implementation
-    lm.set_attn_implementation(CAPTURE_KEY)
-    try:
-        with torch.no_grad():
-            lm(ids, use_cache=False, logits_to_keep=1)
-    finally:
-        lm.set_attn_implementation(previous)
+    with attention_implementation(lm, CAPTURE_KEY), torch.no_grad():
+        lm(ids, use_cache=False, logits_to_keep=1)
     return [store[i] for i in sorted(store)]
 
 

@@ -25,7 +25,9 @@ with it as well as with SDPA, so the kernel's speed is never credited to Vegas.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -389,6 +391,18 @@ def chunk_attention_forward(
     return sdpa_attention_forward(
         module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
     )
+
+
+@contextlib.contextmanager
+def attention_implementation(model: Any, key: str) -> Iterator[None]:
+    """Run the block with ``model``'s attention implementation set to ``key``; the previous one is restored
+    on exit, also after an exception."""
+    previous = model.config._attn_implementation
+    model.set_attn_implementation(key)
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(previous)
 
 
 def register_chunk_attention() -> str:

@@ -22,9 +22,7 @@ mass each selection keeps.
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 from typing import Any, cast
 
 import torch
@@ -83,16 +81,6 @@ def _static_copy(lm: Any, cache: Any, rows: int, n: int, max_len: int) -> Any:
     return static
 
 
-@contextlib.contextmanager
-def _attention(lm: Any, key: str) -> Iterator[None]:
-    previous = lm.config._attn_implementation
-    lm.set_attn_implementation(key)
-    try:
-        yield
-    finally:
-        lm.set_attn_implementation(previous)
-
-
 def _compare(ref: torch.Tensor, seq: torch.Tensor, n: int) -> dict[str, Any]:
     if torch.equal(ref, seq):
         return {"identical": True}
@@ -137,7 +125,7 @@ def _setting(
     other than the setting's is named with it (the gamma sweep). Every system is decoded ``repeats`` times in
     turn (round robin, so that a slow spell of the shared host falls on all of them, the plain arms included)
     and timed by its fastest run; greedy decoding gives the same tokens and counters every time."""
-    from hf_ext.generation.vegas.attention import register_chunk_attention
+    from hf_ext.generation.vegas.attention import attention_implementation, register_chunk_attention
     from hf_ext.generation.vegas.config import VegasConfig
     from hf_ext.generation.vegas.generate import vegas_generate
 
@@ -153,7 +141,7 @@ def _setting(
         if system == STATIC:
             return _decode(lm, prompt, _static_copy(lm, base, b, n - 1, n + new), new)
         if system == KERNEL:
-            with _attention(lm, register_chunk_attention()):
+            with attention_implementation(lm, register_chunk_attention()):
                 return _decode(lm, prompt, base.rows(b, n - 1), new)
         arm, gamma = names[system]
         vc = VegasConfig(num_draft_tokens=gamma, selector=SELECTORS[arm])

@@ -26,7 +26,7 @@ from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from hf_ext._registry import paper
 from hf_ext.benchmarking import Timer
-from hf_ext.generation.vegas.attention import VegasState, register_vegas_attention
+from hf_ext.generation.vegas.attention import VegasState, attention_implementation, register_vegas_attention
 from hf_ext.generation.vegas.cache import InPlaceCache
 from hf_ext.generation.vegas.config import VegasConfig
 from hf_ext.generation.vegas.core import greedy_accept, speculative_accept
@@ -489,12 +489,8 @@ def vegas_generate(
         config,
         model_kwargs,
     )
-    previous = model.config._attn_implementation
-    model.set_attn_implementation(register_vegas_attention(in_place=loop.in_place))
-    try:
+    with attention_implementation(model, register_vegas_attention(in_place=loop.in_place)):
         sequences = loop.run(input_ids)
-    finally:
-        model.set_attn_implementation(previous)
     if not generation_config.return_dict_in_generate:
         return cast(torch.LongTensor, sequences)
     return VegasGenerateOutput(
