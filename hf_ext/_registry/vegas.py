@@ -15,7 +15,6 @@ METHOD = MethodInfo(
         "VegasGenerateOutput": "hf_ext.generation.vegas.generate",
         "InPlaceCache": "hf_ext.generation.vegas.cache",
         "register_chunk_attention": "hf_ext.generation.vegas.attention",
-        "gather_kv": "hf_ext.kernels.gathered_attention",
         "gathered_decode_attention": "hf_ext.kernels.gathered_attention",
         "chunk_attention": "hf_ext.kernels.chunk_attention",
         "verify_importance": "hf_ext.kernels.importance",
@@ -43,13 +42,13 @@ METHOD = MethodInfo(
         "the DynamicCache path crops)",
         "StreamingLLM window token-aligned instead of vLLM block-aligned",
         "Quest baseline (project baseline from the Quest paper, not in the Vegas code)",
-        "compact draft buffer gathered once per verify (vLLM reads through a page table)",
+        "drafts read their selection in place through an index list (vLLM reads through its page table)",
         "batch > 1 with per-row lengths on the preallocated cache; ragged rows are masked (vLLM slot "
         "rollback); a finished row stays in the batch tensors but reads only its verify chunk "
         "(vLLM drops it)",
         "on CPU the verify's attention and its score rows come from one C kernel (chunk_attention; the "
         "paper fuses the scores into its GPU attention kernel), and the selection after it (importance, "
-        "top-k, the compact gather) runs in C too",
+        "top-k) runs in C too",
     ),
     note=(
         "Lossless: greedy output equals generate(do_sample=False); sampling uses the speculative "

@@ -26,6 +26,8 @@ reference (SDPA) is the fast path.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from hf_ext.kernels._dispatch import BACKENDS, check_float
@@ -46,8 +48,98 @@ def kernel_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class KeySelection:
+    """The cache slots each row attends to, in this order: ``indices[b, :counts[b]]`` (ascending, all below
+    ``tail_start[b]``), then every slot from ``tail_start[b]`` up to the row's length (the chunk's own slots
+    among them). Vegas's drafts read their selection and the tokens after it this way, in place in the cache.
+
+    Args:
+        indices: ``[B, n]`` int64 selected slots; entries past ``counts[b]`` are ignored.
+        counts: ``[B]`` int64 in ``[0, n]``: selected slots per row.
+        tail_start: ``[B]`` int64: the first slot of each row's dense tail.
+
+    Raises:
+        ValueError: wrong dtypes or shapes, or a row whose selected slots are not strictly ascending in
+            ``[0, tail_start[b])``.
+
+    Example:
+        >>> sel = KeySelection.from_rows([torch.tensor([0, 5]), torch.tensor([2])], tail_start=[9, 4])
+        >>> sel.slots(torch.tensor([11, 6])).tolist()  # row 0: slots 0, 5, 9, 10; row 1: 2, 4, 5
+        [[0, 5, 9, 10], [2, 4, 5, -1]]
+    """
+
+    indices: torch.Tensor
+    counts: torch.Tensor
+    tail_start: torch.Tensor
+
+    def __post_init__(self) -> None:
+        idx, counts, tail = self.indices, self.counts, self.tail_start
+        if any(t.dtype != torch.int64 for t in (idx, counts, tail)):
+            raise ValueError("`indices`, `counts` and `tail_start` must be int64 tensors.")
+        if idx.dim() != 2 or counts.shape != (idx.shape[0],) or tail.shape != (idx.shape[0],):
+            raise ValueError(
+                f"`indices` must be [B, n] and `counts`, `tail_start` [B], got {tuple(idx.shape)}, "
+                f"{tuple(counts.shape)} and {tuple(tail.shape)}."
+            )
+        if bool((counts < 0).any() | (counts > idx.shape[1]).any() | (tail < 0).any()):
+            raise ValueError(
+                f"`counts` must lie in [0, {idx.shape[1]}] and `tail_start` be >= 0, got {counts.tolist()} "
+                f"and {tail.tolist()}."
+            )
+        live = torch.arange(idx.shape[1], device=idx.device) < counts[:, None]
+        bad = live & ((idx < 0) | (idx >= tail[:, None]))
+        bad[:, 1:] |= live[:, 1:] & (idx[:, 1:] <= idx[:, :-1])
+        if bool(bad.any()):
+            row = int(bad.any(1).nonzero()[0])
+            raise ValueError(
+                f"`indices` of row {row} must be strictly ascending in [0, tail_start={int(tail[row])}), got "
+                f"{idx[row, : int(counts[row])].tolist()}."
+            )
+
+    @classmethod
+    def from_rows(cls, rows: list[torch.Tensor], tail_start: list[int]) -> KeySelection:
+        """From one 1-D tensor of selected slots per row (ascending) and each row's tail start."""
+        device = rows[0].device if rows else None
+        counts = torch.tensor([len(r) for r in rows], dtype=torch.int64, device=device)
+        idx = torch.zeros(len(rows), max(1, max((len(r) for r in rows), default=0)), dtype=torch.int64,
+                          device=device)  # fmt: skip
+        for b, r in enumerate(rows):
+            idx[b, : len(r)] = r
+        return cls(idx, counts, torch.tensor(tail_start, dtype=torch.int64, device=device))
+
+    def positions(self, lengths: torch.Tensor) -> torch.Tensor:
+        """``[B]``: the slots each row attends to when it holds ``lengths`` ``[B]`` slots."""
+        return self.counts + lengths - self.tail_start
+
+    def slots(self, lengths: torch.Tensor) -> torch.Tensor:
+        """``[B, P]`` int64: the slot of each row's positions in order, ``-1`` past a row's last."""
+        n = self.positions(lengths)
+        width = int(n.max())
+        p = torch.arange(width, device=lengths.device)
+        picked = self.indices[:, :width]
+        picked = torch.nn.functional.pad(picked, (0, width - picked.shape[1]))
+        tail = self.tail_start[:, None] + p - self.counts[:, None]
+        out = torch.where(p < self.counts[:, None], picked, tail)
+        return out.masked_fill(p >= n[:, None], -1)
+
+
+def check_selection(selection: KeySelection, lengths: torch.Tensor, rows: int) -> None:
+    """Raise ``ValueError`` unless ``selection`` fits a batch of ``lengths`` ``[B]`` whose last ``rows`` slots
+    are the queries' (so they must lie in each row's tail)."""
+    if selection.counts.shape != lengths.shape:
+        raise ValueError(
+            f"`selection` holds {selection.counts.shape[0]} rows, the batch has {lengths.shape[0]}."
+        )
+    if bool((lengths - selection.tail_start < rows).any()):
+        raise ValueError(
+            f"`selection.tail_start` {selection.tail_start.tolist()} must leave the last {rows} slot(s) of "
+            f"each row in its tail (row lengths {lengths.tolist()})."
+        )
+
+
 def _check_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor,
-                score_rows: torch.Tensor | None) -> None:  # fmt: skip
+                score_rows: torch.Tensor | None, selection: KeySelection | None) -> None:  # fmt: skip
     check_float(q=q, k=k, v=v)
     if q.dim() != 4 or k.dim() != 4 or v.shape != k.shape:
         raise ValueError(
@@ -66,6 +158,8 @@ def _check_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torc
             f"`lengths` must lie in [R, N] = [{q.shape[2]}, {k.shape[2]}] (the chunk is the last R slots), "
             f"got {lengths.tolist()}."
         )
+    if selection is not None:
+        check_selection(selection, lengths, q.shape[2])
     if score_rows is not None:
         if score_rows.dtype != torch.int64 or score_rows.dim() != 2 or score_rows.shape[0] != q.shape[0]:
             raise ValueError(f"`score_rows` must be an int64 tensor [B, S], got {score_rows!r}.")
@@ -98,9 +192,20 @@ def _reference(
     return out, lse, logits.gather(2, pick)
 
 
+def _reference_selected(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor, scale: float,
+    score_rows: torch.Tensor | None, selection: KeySelection,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:  # fmt: skip
+    """The reference over a selection: the rows' slots gathered in order, then the dense reference."""
+    slots = selection.slots(lengths).clamp(min=0)[:, None, :, None]  # past a row's last: slot 0, not attended
+    ks = k.gather(2, slots.expand(-1, k.shape[1], -1, k.shape[-1]))
+    vs = v.gather(2, slots.expand(-1, v.shape[1], -1, v.shape[-1]))
+    return _reference(q, ks, vs, selection.positions(lengths), scale, score_rows)
+
+
 def run_kernel(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor, scale: float,
-    score_rows: torch.Tensor | None = None,
+    score_rows: torch.Tensor | None = None, selection: KeySelection | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None:  # fmt: skip
     """The C kernel's ``(out, lse, logits)`` for valid arguments (:func:`chunk_attention`'s), or ``None``
     where it does not apply (:func:`kernel_applies`) or does not build."""
@@ -114,17 +219,25 @@ def run_kernel(
     out = torch.empty_like(q)
     lse = torch.empty(b, h_q, r, dtype=torch.float32)
     rows = score_rows.contiguous() if score_rows is not None else torch.empty(b, 0, dtype=torch.int64)
-    n = int(lengths.max())
-    logits = torch.empty(b, h_q, rows.shape[1], n, dtype=torch.float32)
+    positions = lengths if selection is None else selection.positions(lengths)
+    n = int(positions.max())
+    logits = torch.empty(b, h_q, rows.shape[1], n if score_rows is not None else 0, dtype=torch.float32)
+    if selection is None:
+        unread = lengths.new_zeros(1)  # has_sel is 0
+        idx, counts, tail = unread[None], unread, unread
+    else:
+        parts = (selection.indices, selection.counts, selection.tail_start)
+        idx, counts, tail = (t.contiguous() for t in parts)
     status = call(
         lib.chunk_attention, q, k, v, b, h_q, k.shape[1], r, d, *k.stride()[:3], *v.stride()[:3], lengths,
-        float(scale), out, lse, rows, rows.shape[1], logits, n, torch.get_num_threads(),
+        selection is not None, idx, idx.shape[1], counts, tail, float(scale), out, lse, rows, rows.shape[1],
+        logits, n, torch.get_num_threads(),
     )  # fmt: skip
     if status:
         return None
     if score_rows is None:
         return out, lse, None
-    for row, length in enumerate(lengths.tolist()):  # the kernel writes each row's logits up to its length
+    for row, length in enumerate(positions.tolist()):  # the kernel writes each row's logits up to its length
         logits[row, :, :, length:] = float("-inf")
     return out, lse, logits
 
@@ -137,9 +250,11 @@ def chunk_attention(
     *,
     scale: float,
     score_rows: torch.Tensor | None = None,
+    selection: KeySelection | None = None,
     backend: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Causal attention of the last ``R`` slots of each row over its cache (module docstring for shapes).
+    """Causal attention of the last ``R`` slots of each row over its cache, or over a :class:`KeySelection` of
+    it (module docstring for shapes).
 
     Args:
         q: Queries ``[B, H_q, R, D]``.
@@ -148,16 +263,21 @@ def chunk_attention(
         lengths: ``[B]`` int64 live slots per row, the chunk included (in ``[R, N]``).
         scale: Softmax scale.
         score_rows: Optional ``[B, S]`` int64 chunk rows whose scaled logits to return.
+        selection: Optional :class:`KeySelection`: each row attends to its selected slots and its tail from
+            ``selection.tail_start[b]`` (which must hold the chunk), in that order; the score rows' logits are
+            then per position of that order.
         backend: ``"auto"`` (the C kernel on CPU fp32 when it builds, else the reference), ``"torch"`` (the
             reference) or ``"triton"`` (no Triton kernel: the reference, i.e. SDPA, on the tensors' device).
 
     Returns:
-        ``(out [B, H_q, R, D], lse [B, H_q, R] fp32, logits [B, H_q, S, max(lengths)] fp32 or None)``.
+        ``(out [B, H_q, R, D], lse [B, H_q, R] fp32, logits [B, H_q, S, P] fp32 or None)``; ``P`` is
+        ``max(lengths)``, or the most positions of a row with a selection.
 
     Raises:
         TypeError: a non-floating-point ``q``/``k``/``v``.
-        ValueError: mismatched shapes, ``lengths`` outside ``[R, N]``, ``score_rows`` outside the chunk, an
-            unknown ``backend``.
+        ValueError: mismatched shapes, ``lengths`` outside ``[R, N]``, ``score_rows`` outside the chunk, a
+            ``selection`` of another batch, past the cache, or whose tail does not hold the chunk, an unknown
+            ``backend``.
 
     Example:
         >>> q = torch.tensor([[1.0, 0.0], [0.0, 1.0]]).view(1, 1, 2, 2)
@@ -169,6 +289,10 @@ def chunk_attention(
     """
     if backend not in BACKENDS:
         raise ValueError(f"`backend` must be one of {BACKENDS}, got {backend!r}.")
-    _check_args(q, k, v, lengths, score_rows)
-    result = run_kernel(q, k, v, lengths, scale, score_rows) if backend == "auto" else None
-    return result if result is not None else _reference(q, k, v, lengths, scale, score_rows)
+    _check_args(q, k, v, lengths, score_rows, selection)
+    result = run_kernel(q, k, v, lengths, scale, score_rows, selection) if backend == "auto" else None
+    if result is not None:
+        return result
+    if selection is not None:
+        return _reference_selected(q, k, v, lengths, scale, score_rows, selection)
+    return _reference(q, k, v, lengths, scale, score_rows)

@@ -1,30 +1,26 @@
-"""Decode attention over a gathered subset of a KV cache, plus the compact-buffer gather (Vegas drafts).
+"""Decode attention over a gathered subset of a KV cache (Vegas drafts, Quest pages).
 
 Shapes (``B`` batch, ``H_q``/``H_kv`` query/KV heads, ``N`` cache length, ``D`` head size):
 
-* ``gather_kv(k, v, idx, capacity)``: ``k``, ``v`` ``[B, H_kv, N, D]``, ``idx`` ``[B, n]`` -> ``(k_c, v_c)``
-  ``[B, H_kv, capacity, D]`` whose first ``n`` rows are ``k[:, :, idx]`` (the rest is uninitialised room for a
-  draft tail). Vegas calls it once per verify.
-* Rows of a batch may select different numbers of positions: ``idx`` entries equal to ``-1`` are padding
-  (skipped by the attention, left uninitialised by the gather).
 * ``gathered_decode_attention(q, k, v, idx, scale=, length=)``: ``q`` ``[B, H_q, 1, D]``; ``idx`` ``[B, n]``
-  (shared by the heads), ``[B, H_kv, n]`` (per KV head, Quest) or ``None`` (compact mode: attend to the first
-  ``length`` rows of ``k``/``v``; ``length`` an int or per-row ``[B]``). Returns ``out`` ``[B, H_q, 1, D]``
-  (dtype of ``q``) and ``lse`` ``[B, H_q]`` (fp32): ``out = softmax(scale * q k[idx]^T) v[idx]`` and ``lse =
-  logsumexp(scale * q k[idx]^T)``.
+  (shared by the heads), ``[B, H_kv, n]`` (per KV head, Quest), a
+  :class:`~hf_ext.kernels.chunk_attention.KeySelection` (selected slots, then a dense tail up to each row's
+  ``length``: Vegas's drafts) or ``None`` (compact mode: attend to the first ``length`` rows of ``k``/``v``;
+  ``length`` an int or per-row ``[B]``). Returns ``out`` ``[B, H_q, 1, D]`` (dtype of ``q``) and ``lse``
+  ``[B, H_q]`` (fp32): ``out = softmax(scale * q k[idx]^T) v[idx]`` and ``lse = logsumexp(scale * q
+  k[idx]^T)``.
+* Rows of a batch may select different numbers of positions: ``idx`` entries equal to ``-1`` are padding.
 
-On CPU, ``backend="auto"`` runs compact mode in fp32 through the C kernel of
-:mod:`~hf_ext.kernels.chunk_attention` (a one-row chunk; it reads each row's first ``length`` slots only,
-2.2x faster than ATen's fused flash kernel at 8 rows x 2.4k slots), else through ATen's fused flash kernel
-(one pass, and it returns the LSE); ``gather_kv`` runs a C copy (``csrc/gather.c``: one memcpy per selected
-row, (row, head) tasks over the threads; 1.6x the reference's per-(row, head) ``index_select``);
-``backend="torch"`` is the reference itself. ``gather_kv(..., out=)`` writes into buffers the caller reuses:
-on this host a fresh 20 MB buffer costs more in first-touch page faults than the copy.
+On CPU, ``backend="auto"`` runs a ``KeySelection`` and compact mode in fp32 through the C kernel of
+:mod:`~hf_ext.kernels.chunk_attention` (a one-row chunk that reads the selected rows in place, prefetching
+the rows two blocks ahead: at 8 rows x 2.3k of 32k slots, 4 heads of 64, about 1.5x the time of the same
+rows laid out contiguously, and no copy), compact mode else through ATen's fused flash kernel (one pass, and
+it returns the LSE); ``backend="torch"`` is the reference (gather, then matmul and logsumexp).
 
-The Triton kernels are built by a cached factory on first use (never at import) so that ``TRITON_INTERPRET=1``
+The Triton kernel is built by a cached factory on first use (never at import) so that ``TRITON_INTERPRET=1``
 is read at that moment. One program per (batch, KV head) serves its ``H_q / H_kv`` query rows, loops over the
 indices in chunks of ``BLOCK_N`` and keeps an fp32 online softmax. Split-K (flash-decoding) is not
-implemented.
+implemented; a ``KeySelection`` reaches it as an index tensor (:meth:`KeySelection.slots`).
 """
 
 from __future__ import annotations
@@ -35,8 +31,13 @@ from typing import Any
 import torch
 
 from hf_ext.kernels._dispatch import check_float, check_triton_sizes, resolve_backend
-from hf_ext.kernels._native import call, load
-from hf_ext.kernels.chunk_attention import run_kernel
+from hf_ext.kernels.chunk_attention import (
+    KeySelection,
+    check_selection,
+    chunk_attention,
+    kernel_applies,
+    run_kernel,
+)
 
 BLOCK_N = 64
 
@@ -59,14 +60,15 @@ def _check_kv(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError(f"H_q={q.shape[1]} (from `q`) must be a multiple of H_kv={k.shape[1]} (from `k`).")
 
 
-def _check_idx(idx: torch.Tensor, k: torch.Tensor, *, per_head_ok: bool, empty_ok: bool = False) -> None:
+def _check_idx(idx: torch.Tensor, k: torch.Tensor) -> None:
     if idx.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"`idx` must be an int32 or int64 tensor, got dtype {idx.dtype}.")
-    dims = (2, 3) if per_head_ok else (2,)
-    if idx.dim() not in dims or idx.shape[0] != k.shape[0] or (idx.dim() == 3 and idx.shape[1] != k.shape[1]):
-        want = "[B, n] or [B, H_kv, n]" if per_head_ok else "[B, n]"
-        raise ValueError(f"`idx` must be {want} matching `k` {tuple(k.shape)}, got {tuple(idx.shape)}.")
-    if idx.shape[-1] == 0 or (not empty_ok and bool((idx.amax(dim=-1) < 0).any())):
+    per_head_mismatch = idx.dim() == 3 and idx.shape[1] != k.shape[1]
+    if idx.dim() not in (2, 3) or idx.shape[0] != k.shape[0] or per_head_mismatch:
+        raise ValueError(
+            f"`idx` must be [B, n] or [B, H_kv, n] matching `k` {tuple(k.shape)}, got {tuple(idx.shape)}."
+        )
+    if idx.shape[-1] == 0 or bool((idx.amax(dim=-1) < 0).any()):
         raise ValueError(
             "`idx` selects nothing in some row; each row must select at least one cache position."
         )
@@ -98,151 +100,6 @@ def row_lengths(name: str, value: int | torch.Tensor, batch: int, high: int, dev
     return out
 
 
-# ----------------------------------------------------------------------------------------------- gather_kv
-def _reference_gather_kv(
-    k: torch.Tensor, v: torch.Tensor, idx: torch.Tensor, k_c: torch.Tensor, v_c: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    b, h = k.shape[:2]
-    n = idx.shape[-1]
-    safe = idx.clamp(min=0)  # padding rows copy position 0; they are never attended
-    # One index_select per (row, head) over dim 0 of its contiguous [N, D] slice, written in place: on a cache
-    # slice ``[:, :, :N]`` of a longer buffer, selecting over dim 1 copies the whole strided row first (12x
-    # slower), and a per-row select over the transposed [N, H, D] view is 1.3x slower (measured, 2 threads).
-    for row in range(b):
-        for head in range(h):
-            torch.index_select(k[row, head], 0, safe[row], out=k_c[row, head, :n])
-            torch.index_select(v[row, head], 0, safe[row], out=v_c[row, head, :n])
-    return k_c, v_c
-
-
-def _native_gather_kv(
-    lib: Any, k: torch.Tensor, v: torch.Tensor, idx: torch.Tensor, k_c: torch.Tensor, v_c: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    ix = idx.to(torch.int64).contiguous()
-    call(
-        lib.gather_rows, k, v, ix, *k.shape[:2], ix.shape[-1], k.shape[3], k.element_size(), *k.stride()[:3],
-        *k_c.stride()[:3], k_c, v_c, torch.get_num_threads(),
-    )  # fmt: skip
-    return k_c, v_c
-
-
-@functools.cache
-def _triton_gather_kernel() -> Any:
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def kernel(
-        K, V, IDX, KO, VO, n, H, skb, skh, skn, sib, sob, soh, son, D: tl.constexpr, BLOCK: tl.constexpr
-    ):
-        pid_bh = tl.program_id(0)
-        pid_n = tl.program_id(1)
-        b = pid_bh // H
-        h = pid_bh % H
-        offs = pid_n * BLOCK + tl.arange(0, BLOCK)
-        nm = offs < n
-        d = tl.arange(0, D)
-        rows = tl.load(IDX + b * sib + offs, mask=nm, other=-1)
-        nm = nm & (rows >= 0)
-        src = b * skb + h * skh + rows[:, None] * skn + d[None, :]
-        dst = b * sob + h * soh + offs[:, None] * son + d[None, :]
-        tl.store(KO + dst, tl.load(K + src, mask=nm[:, None]), mask=nm[:, None])
-        tl.store(VO + dst, tl.load(V + src, mask=nm[:, None]), mask=nm[:, None])
-
-    return kernel
-
-
-def _triton_gather_kv(
-    k: torch.Tensor, v: torch.Tensor, idx: torch.Tensor, k_c: torch.Tensor, v_c: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    import triton
-
-    k, v, idx = k.contiguous(), v.contiguous(), idx.contiguous()
-    b, h, _, d = k.shape
-    n = idx.shape[-1]
-    grid = (b * h, triton.cdiv(n, BLOCK_N))
-    _triton_gather_kernel()[grid](
-        k,
-        v,
-        idx,
-        k_c,
-        v_c,
-        n,
-        h,
-        k.stride(0),
-        k.stride(1),
-        k.stride(2),
-        idx.stride(0),
-        k_c.stride(0),
-        k_c.stride(1),
-        k_c.stride(2),
-        D=d,
-        BLOCK=BLOCK_N,
-    )
-    return k_c, v_c
-
-
-def gather_kv(
-    k: torch.Tensor,
-    v: torch.Tensor,
-    idx: torch.Tensor,
-    capacity: int | None = None,
-    *,
-    out: tuple[torch.Tensor, torch.Tensor] | None = None,
-    backend: str = "auto",
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Copy the cache rows ``idx`` into a contiguous buffer with room for ``capacity`` rows.
-
-    Args:
-        k: Keys ``[B, H_kv, N, D]``.
-        v: Values ``[B, H_kv, N, D]``.
-        idx: Positions ``[B, n]`` (int32/int64, unique, in ``[0, N)``, or ``-1``: padding, left
-            uninitialised), shared by all heads.
-        capacity: Rows of the returned buffers (``>= n``); defaults to ``n``.
-        out: Optional ``(k_c, v_c)`` to write into, each ``[B, H_kv, >= capacity, D]`` with equal strides and
-            unit stride over ``D`` (a buffer reused across calls skips the page faults of a fresh one).
-        backend: ``"auto"``, ``"torch"`` or ``"triton"``.
-
-    Returns:
-        ``(k_c, v_c)``, each ``[B, H_kv, capacity, D]`` (or ``out``); rows ``[0, n)`` hold the gathered
-        entries.
-
-    Example:
-        >>> k = torch.arange(8.0).view(1, 1, 4, 2); v = -k
-        >>> k_c, v_c = gather_kv(k, v, torch.tensor([[1, 3]]), capacity=3)
-        >>> k_c[0, 0, :2].tolist()
-        [[2.0, 3.0], [6.0, 7.0]]
-    """
-    check_float(k=k, v=v)
-    _check_kv(None, k, v)
-    _check_idx(idx, k, per_head_ok=False, empty_ok=True)
-    n = idx.shape[-1]
-    capacity = n if capacity is None else capacity
-    if capacity < n:
-        raise ValueError(f"`capacity` must be >= the number of indices ({n}), got {capacity}.")
-    b, h, _, d = k.shape
-    if out is None:
-        k_c, v_c = k.new_empty(b, h, capacity, d), v.new_empty(b, h, capacity, d)
-    else:
-        k_c, v_c = out
-        same_layout = k_c.stride() == v_c.stride() and k_c.stride(-1) == 1
-        fits = k_c.shape == v_c.shape and k_c.shape[:2] == (b, h) and k_c.shape[2] >= capacity
-        if not (same_layout and fits and k_c.shape[3] == d and k_c.dtype == k.dtype and v_c.dtype == v.dtype):
-            raise ValueError(
-                f"`out` must be two [B, H_kv, >= capacity, D] = [{b}, {h}, >= {capacity}, {d}] buffers of "
-                f"the cache's dtype with equal strides, got {tuple(k_c.shape)} and {tuple(v_c.shape)}."
-            )
-    if resolve_backend(backend, k, v, idx) == "triton":
-        check_triton_sizes(D=k.shape[-1])
-        return _triton_gather_kv(k, v, idx, k_c, v_c)
-    alike = k.stride() == v.stride() and k_c.stride() == v_c.stride() and k.dtype == v.dtype
-    if backend == "auto" and k.device.type == "cpu" and alike and k.stride(-1) == k_c.stride(-1) == 1:
-        lib = load("gather")
-        if lib is not None:
-            return _native_gather_kv(lib, k, v, idx, k_c, v_c)
-    return _reference_gather_kv(k, v, idx, k_c, v_c)
-
-
 # ------------------------------------------------------------------------------ gathered_decode_attention
 def _reference_gathered_decode_attention(
     q: torch.Tensor,
@@ -262,14 +119,11 @@ def _reference_gathered_decode_attention(
         ks, vs = k[:, :, :n], v[:, :, :n]
         if int(lengths.min()) < n:
             valid = (torch.arange(n, device=k.device)[None] < lengths[:, None])[:, None, None]
-    elif idx.dim() == 2:
-        shape = (b, h_kv, idx.shape[-1], d)
-        ks, vs = _reference_gather_kv(k, v, idx, k.new_empty(shape), v.new_empty(shape))
-        valid = (idx >= 0)[:, None, None]
     else:
-        gi = idx.clamp(min=0)[..., None].expand(*idx.shape, d)
+        per_head = idx if idx.dim() == 3 else idx[:, None].expand(-1, h_kv, -1)
+        gi = per_head.clamp(min=0)[..., None].expand(*per_head.shape, d)  # padding reads slot 0, masked below
         ks, vs = k.gather(2, gi), v.gather(2, gi)
-        valid = (idx >= 0)[:, :, None]
+        valid = (per_head >= 0)[:, :, None]
     qg = q.float().view(b, h_kv, g, d)
     logits = torch.matmul(qg, ks.float().transpose(-1, -2)) * scale  # [B, H_kv, G, n]
     if valid is not None and not bool(valid.all()):
@@ -439,24 +293,27 @@ def gathered_decode_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    idx: torch.Tensor | None = None,
+    idx: torch.Tensor | KeySelection | None = None,
     *,
     scale: float,
     length: int | torch.Tensor | None = None,
     padding_finite: bool = False,
     backend: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One-query attention over the cache rows ``idx`` (or the first ``length`` rows in compact mode).
+    """One-query attention over the cache rows ``idx`` (or the first ``length`` rows in compact mode, or a
+    :class:`~hf_ext.kernels.chunk_attention.KeySelection` of rows with each row's ``length``).
 
     Args:
         q: Query ``[B, H_q, 1, D]``.
         k: Keys ``[B, H_kv, N, D]`` (last dimension contiguous).
         v: Values ``[B, H_kv, N, D]``.
-        idx: ``[B, n]`` shared by all heads, ``[B, H_kv, n]`` per KV head, or ``None`` (compact mode); entries
-            equal to ``-1`` are padding (rows that select fewer positions).
+        idx: ``[B, n]`` shared by all heads, ``[B, H_kv, n]`` per KV head, ``None`` (compact mode), or a
+            ``KeySelection`` (its selected rows, then the rows from its tail start to ``length``; the query
+            is the last of them); ``-1`` entries of an index tensor are padding (rows that select fewer
+            positions).
         scale: Softmax scale (e.g. ``module.scaling``).
-        length: Compact mode only: rows ``[0, length)`` are attended, one int for all rows or an int tensor
-            ``[B]`` (ragged rows); defaults to ``N``.
+        length: Compact mode and ``KeySelection``: each row's length (rows ``[0, length)`` in compact mode),
+            one int for all rows or an int tensor ``[B]`` (ragged rows); defaults to ``N``.
         padding_finite: Compact mode, ragged rows: ``True`` when the caller guarantees that the slots past
             each row's length (up to the longest row's) hold finite values, so ATen's fused CPU kernel (the
             path where the C kernel does not build or apply), which gives them zero weight, runs without first
@@ -476,13 +333,19 @@ def gathered_decode_attention(
     """
     check_float(q=q, k=k, v=v)
     _check_kv(q, k, v)
+    full = k.shape[2] if length is None else length
+    if isinstance(idx, KeySelection):
+        ends = row_lengths("length", full, k.shape[0], k.shape[2], k.device)
+        if backend == "auto" and kernel_applies(q, k, v):  # the C kernel reads the rows in place
+            out, lse, _ = chunk_attention(q, k, v, ends, scale=scale, selection=idx)
+            return out, lse[..., 0]
+        check_selection(idx, ends, 1)
+        idx = idx.slots(ends)
     lengths = None
     if idx is not None:
-        _check_idx(idx, k, per_head_ok=True)
+        _check_idx(idx, k)
     else:
-        lengths = row_lengths(
-            "length", k.shape[2] if length is None else length, k.shape[0], k.shape[2], k.device
-        )
+        lengths = row_lengths("length", full, k.shape[0], k.shape[2], k.device)
     if resolve_backend(backend, q, k, v) == "triton":
         check_triton_sizes(D=q.shape[-1])
         return _triton_gathered_decode_attention(q, k, v, idx, scale, lengths)

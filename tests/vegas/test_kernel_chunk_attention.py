@@ -1,5 +1,5 @@
-"""``chunk_attention``: hand-computed case, the C kernel against the reference (GQA, ragged rows, score rows),
-the fallback without a compiler, bad inputs."""
+"""``chunk_attention``: hand-computed case, the C kernel against the reference (GQA, ragged rows, score rows,
+a ``KeySelection`` read in place), the fallback without a compiler, bad inputs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from hf_ext.kernels import _native
-from hf_ext.kernels.chunk_attention import _reference, chunk_attention
+from hf_ext.kernels.chunk_attention import KeySelection, _reference, chunk_attention
 
 SHAPES = [
     (1, 4, 4, 7, 64, 300),
@@ -78,6 +78,88 @@ def test_reference_equals_per_row_sdpa():
         )
         torch.testing.assert_close(out[b : b + 1], want, atol=1e-6, rtol=1e-5)
     assert torch.isfinite(lse).all()
+
+
+def _selection(lengths, r, seed=0, empty_row=None):
+    """Per row a random ascending third of the slots before a tail of ``r + 3`` (none in ``empty_row``)."""
+    g = torch.Generator().manual_seed(seed)
+    tails = [int(n) - r - 3 for n in lengths]
+    rows = [torch.randperm(t, generator=g)[: t // 3].sort().values for t in tails]
+    if empty_row is not None:
+        rows[empty_row] = rows[empty_row][:0]
+    return KeySelection.from_rows(rows, tails), rows, tails
+
+
+def test_selection_equals_attention_over_the_selected_slots():
+    q, k, v, lengths = _inputs(2, 4, 2, 3, 16, 90)
+    sel, rows, tails = _selection(lengths, 3)
+    out, lse, _ = chunk_attention(q, k, v, lengths, scale=0.25, selection=sel)
+    for b in range(2):
+        slots = torch.cat([rows[b], torch.arange(tails[b], int(lengths[b]))])
+        n = len(slots)
+        mask = torch.ones(3, n, dtype=torch.bool).tril(n - 3)  # the chunk is the last 3 of the row's slots
+        want = torch.nn.functional.scaled_dot_product_attention(
+            q[b : b + 1], k[b : b + 1, :, slots], v[b : b + 1, :, slots], attn_mask=mask, scale=0.25,
+            enable_gqa=True,
+        )  # fmt: skip
+        torch.testing.assert_close(out[b : b + 1], want, atol=1e-6, rtol=1e-5)
+    assert torch.isfinite(lse).all()
+
+
+@pytest.mark.parametrize(("b", "hq", "hkv", "r", "d", "n"), [s for s in SHAPES if s[-1] > s[3] + 6])
+def test_c_kernel_matches_the_reference_over_a_selection(b, hq, hkv, r, d, n):
+    q, k, v, lengths = _inputs(b, hq, hkv, r, d, n)
+    sel, _, _ = _selection(lengths, r, empty_row=b - 1 if b > 1 else None)
+    rows = torch.tensor([[0, r - 1 - i % r] for i in range(b)])
+    fast = chunk_attention(q, k, v, lengths, scale=d**-0.5, score_rows=rows, selection=sel)
+    ref = chunk_attention(q, k, v, lengths, scale=d**-0.5, score_rows=rows, selection=sel, backend="torch")
+    for got, want in zip(fast, ref):
+        torch.testing.assert_close(got, want, atol=2e-6, rtol=2e-5)
+    assert torch.equal(fast[2].isinf(), ref[2].isinf())
+
+
+@pytest.mark.parametrize("backend", ["auto", "torch"])
+def test_unselected_slots_are_never_read(backend):
+    q, k, v, lengths = _inputs(2, 4, 2, 1, 16, 200)
+    sel, rows, tails = _selection(lengths, 1)
+    clean = chunk_attention(q, k, v, lengths, scale=0.25, selection=sel, backend=backend)
+    for b in range(2):
+        hidden = torch.ones(k.shape[2], dtype=torch.bool)
+        hidden[rows[b]] = False
+        hidden[tails[b] : int(lengths[b])] = False
+        k[b, :, hidden], v[b, :, hidden] = float("nan"), float("inf")
+    dirty = chunk_attention(q, k, v, lengths, scale=0.25, selection=sel, backend=backend)
+    for a, d in zip(clean[:2], dirty[:2]):
+        torch.testing.assert_close(d, a)
+
+
+@pytest.mark.parametrize(
+    ("indices", "counts", "tail", "match"),
+    [
+        ([[3, 2]], [2], [5], "strictly ascending"),
+        ([[1, 1]], [2], [5], "strictly ascending"),
+        ([[1, 5]], [2], [5], r"in \[0, tail_start=5\)"),
+        ([[-1, 2]], [2], [5], "strictly ascending"),
+        ([[1, 2]], [3], [5], r"`counts` must lie in \[0, 2\]"),
+        ([[1, 2]], [1], [-1], "`tail_start` be >= 0"),
+        ([[1, 2]], [1, 1], [5], r"`counts`, `tail_start` \[B\]"),
+    ],
+)
+def test_bad_selections(indices, counts, tail, match):
+    with pytest.raises(ValueError, match=match):
+        KeySelection(torch.tensor(indices), torch.tensor(counts), torch.tensor(tail))
+
+
+def test_bad_selection_dtype_and_fit():
+    with pytest.raises(ValueError, match="must be int64 tensors"):
+        KeySelection(torch.tensor([[1]], dtype=torch.int32), torch.tensor([1]), torch.tensor([5]))
+    q, k, v = torch.ones(1, 4, 2, 8), torch.ones(1, 2, 10, 8), torch.ones(1, 2, 10, 8)
+    sel = KeySelection(torch.tensor([[1, 2]]), torch.tensor([2]), torch.tensor([5]))
+    with pytest.raises(ValueError, match="must leave the last 2 slot"):
+        chunk_attention(q, k, v, torch.tensor([6]), scale=1.0, selection=sel)
+    two = KeySelection(torch.tensor([[1], [1]]), torch.tensor([1, 1]), torch.tensor([5, 5]))
+    with pytest.raises(ValueError, match="`selection` holds 2 rows, the batch has 1"):
+        chunk_attention(q, k, v, torch.tensor([8]), scale=1.0, selection=two)
 
 
 def test_without_a_compiler_the_reference_answers(monkeypatch, tmp_path, caplog):

@@ -1,4 +1,4 @@
-"""``gather_kv`` and ``gathered_decode_attention``: hand-computed cases, properties, bad inputs, Triton."""
+"""``gathered_decode_attention``: hand-computed cases, properties, a ``KeySelection``, bad inputs, Triton."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from hf_ext.kernels.gathered_attention import gather_kv, gathered_decode_attention
+from hf_ext.kernels.chunk_attention import KeySelection
+from hf_ext.kernels.gathered_attention import gathered_decode_attention
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -71,46 +72,6 @@ def test_cpu_fused_compact_path_equals_the_reference(b, hq, hkv, d, n, m, path, 
     assert half[0].dtype == torch.bfloat16 and torch.isfinite(half[0].float()).all()
 
 
-@pytest.mark.parametrize(("b", "hq", "hkv", "d", "n", "m"), SHAPES)
-def test_gather_writes_into_out_and_matches_a_fresh_buffer(b, hq, hkv, d, n, m):
-    _, k, v, g = _inputs(b, hq, hkv, d, n)
-    k, v = k[:, :, : n - 1], v[:, :, : n - 1]  # a cache slice of a longer buffer, as decoding passes it
-    idx = torch.stack([torch.randperm(n - 1, generator=g)[:m] for _ in range(b)])
-    idx[-1, m // 2 :] = -1  # a shorter row
-    ref = gather_kv(k, v, idx, m + 3, backend="torch")
-    out = (torch.full((b, hkv, m + 9, d), 7.0), torch.full((b, hkv, m + 9, d), 7.0))
-    got = gather_kv(k, v, idx, m + 3, out=out, backend="torch")
-    assert got[0] is out[0] and got[1] is out[1]
-    for a, t in zip(ref, got):
-        for row in range(b):
-            live = idx[row] >= 0
-            assert torch.equal(t[row, :, :m][:, live], a[row, :, :m][:, live])
-    assert bool((got[0][:, :, m + 3 :] == 7.0).all())  # past the capacity nothing is written
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize(("b", "hq", "hkv", "d", "n", "m"), SHAPES)
-def test_gather_c_kernel_equals_the_reference(b, hq, hkv, d, n, m, dtype):
-    _, k, v, g = _inputs(b, hq, hkv, d, n)
-    k, v = k[:, :, : n - 1].to(dtype), v[:, :, : n - 1].to(dtype)  # a slice of a longer buffer
-    idx = torch.stack([torch.randperm(n - 1, generator=g)[:m] for _ in range(b)])
-    idx[-1, m // 2 :] = -1  # a shorter row: its padding is skipped
-    fill = torch.full((b, hkv, m + 4, d), 7.0, dtype=dtype)
-    got = gather_kv(k, v, idx, m + 2, out=(fill.clone(), fill.clone()))
-    want = gather_kv(k, v, idx, m + 2, out=(fill.clone(), fill.clone()), backend="torch")
-    live = (idx >= 0)[:, None, :, None].expand(-1, hkv, -1, d)
-    for a, t in zip(want, got):
-        assert torch.equal(t[:, :, :m][live], a[:, :, :m][live])
-        assert bool((t[:, :, :m][~live] == 7.0).all())  # padding rows are left as they were
-        assert bool((t[:, :, m:] == 7.0).all())
-
-
-def test_gather_kv_rejects_an_out_without_room():
-    _, k, v, _ = _inputs(1, 2, 2, 8, 10)
-    with pytest.raises(ValueError, match=r"`out` must be two \[B, H_kv, >= capacity, D\]"):
-        gather_kv(k, v, torch.tensor([[1, 2, 3]]), 5, out=(torch.empty(1, 2, 4, 8), torch.empty(1, 2, 4, 8)))
-
-
 @pytest.mark.parametrize("backend", ["auto", "torch"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_compact_mode_ignores_non_finite_slots_past_a_row_length(backend, dtype):
@@ -163,12 +124,10 @@ def test_lse_split_merge_equals_one_pass():
     torch.testing.assert_close(lse_m, lse)
 
 
-def test_per_head_idx_and_gather_kv():
+def test_shared_per_head_and_compact_idx_agree():
     q, k, v = _qkv(b=2)
     idx = torch.tensor([[1, 5, 9], [2, 4, 6]])
-    k_c, v_c = gather_kv(k, v, idx, capacity=5, backend="torch")
-    assert k_c.shape == (2, 2, 5, 8)
-    torch.testing.assert_close(k_c[1, :, :3], k[1, :, [2, 4, 6]])
+    k_c, v_c = (t[torch.arange(2)[:, None], :, idx].transpose(1, 2) for t in (k, v))  # [2, 2, 3, 8]
     shared, _ = gathered_decode_attention(q, k, v, idx, scale=0.3, backend="torch")
     compact, _ = gathered_decode_attention(q, k_c, v_c, None, length=3, scale=0.3, backend="torch")
     per_head, _ = gathered_decode_attention(q, k, v, idx[:, None].expand(2, 2, 3), scale=0.3, backend="torch")
@@ -215,22 +174,25 @@ def test_gathered_decode_attention_matches_reference(b, hq, hkv, d, n, m):
     per_head = torch.stack(
         [torch.stack([torch.randperm(n, generator=g)[:m] for _ in range(hkv)]) for _ in range(b)]
     )
-    for ix, length in ((idx, None), (per_head, None), (None, m)):
+    sel = KeySelection.from_rows([r[r < n // 2].sort().values for r in idx], [n // 2] * b)
+    for ix, length in ((idx, None), (per_head, None), (None, m), (sel, n // 2 + 1)):
         ref = gathered_decode_attention(q, k, v, ix, scale=0.3, length=length, backend="torch")
         tri = gathered_decode_attention(q, k, v, ix, scale=0.3, length=length, backend="triton")
         torch.testing.assert_close(tri[0], ref[0], **TOL)
         torch.testing.assert_close(tri[1], ref[1], **TOL)
 
 
-@pytest.mark.triton_interpret
-@pytest.mark.parametrize(("b", "hq", "hkv", "d", "n", "m"), SHAPES[:3])
-def test_gather_kv_matches_reference(b, hq, hkv, d, n, m):
-    _, k, v, g = _inputs(b, hq, hkv, d, n)
-    idx = torch.stack([torch.randperm(n, generator=g)[:m] for _ in range(b)])
-    ref = gather_kv(k, v, idx, m + 3, backend="torch")
-    tri = gather_kv(k, v, idx, m + 3, backend="triton")
-    for a, t in zip(ref, tri):
-        torch.testing.assert_close(t[:, :, :m], a[:, :, :m], atol=0, rtol=0)
+def test_a_selection_reads_in_place_what_its_slots_select():
+    q, k, v, g = _inputs(2, 4, 2, 16, 300)
+    rows = [torch.randperm(250, generator=g)[:40].sort().values for _ in range(2)]
+    sel = KeySelection.from_rows(rows, [250, 260])
+    lengths = torch.tensor([255, 262])
+    fast = gathered_decode_attention(q, k, v, sel, scale=0.3, length=lengths)
+    slow = gathered_decode_attention(q, k, v, sel.slots(lengths), scale=0.3, backend="torch")
+    torch.testing.assert_close(fast[0], slow[0], **TOL)
+    torch.testing.assert_close(fast[1], slow[1], **TOL)
+    with pytest.raises(ValueError, match="must leave the last 1 slot"):
+        gathered_decode_attention(q, k, v, sel, scale=0.3, length=torch.tensor([250, 262]), backend="torch")
 
 
 @pytest.mark.triton_interpret

@@ -7,12 +7,13 @@ The function is registered with transformers' ``AttentionInterface`` and reads t
 * ``"prefill"`` / ``"verify"``: exact attention over the full cache (the host's SDPA; on an ``InPlaceCache`` a
   global layer's verify, and its prefill of a short prompt such as the last token of a prefilled one, runs
   ``hf_ext.kernels.chunk_attention``, which also returns the score rows); on a global layer the selection
-  ``I_l`` is then refreshed from this pass's scores and gathered, with the chunk's tail, into one compact
-  buffer;
-* ``"draft"`` on a global layer: the layer's K/V arrive from its compact buffer (the draft cache view appends
-  the draft token there instead of the full cache) and one decode attention runs over it
-  (``hf_ext.kernels.gathered_decode_attention``). Quest reads its pages from the full cache per step and
-  merges them with the tail by log-sum-exp. Sliding-window layers attend over their window of the full cache.
+  ``I_l`` is then refreshed from this pass's scores, as a
+  :class:`~hf_ext.kernels.chunk_attention.KeySelection`: the selected slots, then the dense tail after them;
+* ``"draft"`` on a global layer: the draft token's K/V are written to the cache like any token's (the verify
+  overwrites them; the loop rolls the lengths back after drafting) and one decode attention reads the
+  selection and the tail in place (``hf_ext.kernels.gathered_decode_attention``; nothing is copied). Quest
+  reads its pages per step and merges them with the tail by log-sum-exp. Sliding-window layers attend over
+  their window.
 
 With an :class:`~hf_ext.generation.vegas.cache.InPlaceCache` the rows of a batch may hold different lengths;
 the function then builds each row's mask itself from the layers' lengths (the host's mask assumes equal rows),
@@ -28,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers.cache_utils import Cache
@@ -44,8 +45,8 @@ from hf_ext.generation.vegas.core import (
     vegas_indices,
     vegas_indices_from_scores,
 )
-from hf_ext.kernels.chunk_attention import chunk_attention, kernel_applies
-from hf_ext.kernels.gathered_attention import gather_kv, gathered_decode_attention
+from hf_ext.kernels.chunk_attention import KeySelection, chunk_attention, kernel_applies
+from hf_ext.kernels.gathered_attention import gathered_decode_attention
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def visible_mask(
 
 
 class VegasState:
-    """Per-``generate`` state: the selection of every global layer, the compact buffers and the KV counters.
+    """Per-``generate`` state: the selection of every global layer and the KV counters.
 
     Args:
         config: The run's :class:`VegasConfig`.
@@ -91,27 +92,13 @@ class VegasState:
         self.retired: list[bool] = []  # per row, set by the loop: finished, so its cache is no longer read
         self.valid_len: list[int] = []
         self.budget: list[int] = []
-        self.compact: dict[int, InPlaceLayer] = {}
-        self.selected: dict[int, list[int]] = {}
+        self.selection: dict[int, KeySelection] = {}
         self.pages: dict[int, QuestPages] = {}
-        self.full_kv: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.entries = dict.fromkeys(MODES, 0.0)
         self.pairs = 0.0  # decode query rows x cache positions (attention and score products)
         self.score_reads = 0.0  # cache positions whose keys the verify's scoring pass reads
-        self.gathered = 0.0  # cache positions copied into compact buffers
         self.selection_entries = 0.0
         self._warned_degenerate = False
-
-    # ---------------------------------------------------------------- called by the decoding loop
-    def draft_cache(self) -> Cache:
-        """A cache view for draft forwards: global layers -> compact buffers, sliding layers -> real ones."""
-        layers = [self.compact.get(i, layer) for i, layer in enumerate(self.cache.layers)]
-        return Cache(layers=layers)
-
-    def keep_tail(self, accepted: list[int]) -> None:
-        """After a verify, keep each row's selection plus its ``accepted[b]`` accepted entries after ``b``."""
-        for i, layer in self.compact.items():
-            layer.lengths = [s + a for s, a in zip(self.selected[i], accepted)]
 
     # ---------------------------------------------------------------- called by the attention function
     def _selector(self, layer_idx: int) -> str:
@@ -164,7 +151,8 @@ class VegasState:
         prefill: bool,
         scores: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> None:
-        """Select ``I_l`` per row over ``[0, valid_len')`` and build the layer's compact buffer (per verify).
+        """Select ``I_l`` per row over ``[0, valid_len')`` (per verify); the layer's drafts read it, then
+        every entry from ``valid_len'`` on, in place.
 
         ``n_keys[b]``: live cache entries of row ``b`` after this pass (the chunk included). ``scores``: the
         score rows' logits and logsumexps from the verify's own attention, when it returned them (the keys are
@@ -183,87 +171,55 @@ class VegasState:
             )
             self._warned_degenerate = True
         sel = self._selector(layer_idx)
-        tails = list(valid)  # the dense tail [tails[b], n_keys[b]) is read on top of the selection
+        tails = list(valid)  # the dense tail [tails[b], length) is read after the selection
+        idx = None  # [B, n] selected slots, -1-padded
         if sel == "vegas" and scores is not None:
             idx = vegas_indices_from_scores(*scores, valid_len=valid, budgets=ks, mode=cfg.score_mode,
                                             backend=cfg.backend)  # fmt: skip
-            chosen = [row[row >= 0] for row in idx]
         elif sel == "vegas":
             idx = vegas_indices(query, key, last=last, valid_len=valid, budgets=ks, scale=scale,
                                 mode=cfg.score_mode, backend=cfg.backend)  # fmt: skip
-            chosen = [row[row >= 0] for row in idx]
             if not prefill:
                 self.score_reads += float(sum(seen))
                 self.pairs += float(sum(seen)) * (1 if max(last or [0]) == 0 else 2) * query.shape[1]
         elif sel == "streamingllm":
-            chosen = [
+            windows = [
                 streamingllm_indices(v, s, cfg.sparse_ratio, cfg.min_tokens, cfg.sink_tokens, cfg.page_size)
                 for v, s in zip(valid, seen)
             ]
+            idx = pad_rows(windows, dev)
         elif sel == "full":
-            chosen = [torch.arange(v) for v in valid]
-        else:  # quest: pages are chosen per draft step; the buffer holds the dense tail only
+            tails = [0] * len(valid)
+        else:  # quest: pages are chosen per draft step; the selection is the dense tail only
             pages = self.pages.setdefault(layer_idx, QuestPages(cfg.page_size))
             pages.extend(key, min(v for v, r in zip(valid, retired) if not r))
-            self.full_kv[layer_idx] = (key, value)
-            chosen = [torch.empty(0, dtype=torch.long)] * len(valid)
             tails = [pages.covered] * len(valid)
-        for b, r in enumerate(retired):
-            if r:  # valid_len is 1 (see live_lengths): keep slot 0 so the row's draft attention stays finite
-                chosen[b], tails[b] = torch.zeros(1, dtype=torch.long), valid[b]
-        rows = pad_rows(
-            [
-                torch.cat([c.to(dev), torch.arange(t, n, device=dev)])
-                for c, t, n in zip(chosen, tails, n_keys)
-            ],
-            dev,
-        )
-        capacity = rows.shape[1] + 2 * cfg.num_draft_tokens + 1
-        lengths = [len(c) + n - t for c, t, n in zip(chosen, tails, n_keys)]
-        k_c, v_c = self._compact_buffers(layer_idx, key, capacity)
-        if rows.shape[1] and max(lengths):
-            gather_kv(key, value, rows, capacity, out=(k_c, v_c), backend=cfg.backend)
-            self.gathered += 0.0 if prefill else float(sum(lengths))
-        self.compact[layer_idx] = InPlaceLayer(k_c, v_c, lengths)
-        self.selected[layer_idx] = [len(c) + v - t for c, v, t in zip(chosen, valid, tails)]
+        counts = torch.zeros(len(valid), dtype=torch.long, device=dev) if idx is None else (idx >= 0).sum(-1)
+        if any(retired):  # a finished row's drafts read their own entries only (its output is discarded)
+            lengths = cast(InPlaceLayer, self.cache.layers[layer_idx]).lengths
+            for b in (b for b, r in enumerate(retired) if r):
+                counts[b], tails[b] = 0, lengths[b] - q
+        indices = idx.clamp(min=0) if idx is not None else counts.new_zeros(len(valid), 1)
+        self.selection[layer_idx] = KeySelection(indices, counts, torch.tensor(tails, device=dev))
         self.valid_len, self.budget = valid, ks
-
-    def _compact_buffers(
-        self, layer_idx: int, key: torch.Tensor, capacity: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The layer's compact buffers from the previous verify when they have room (reused: a fresh 20 MB
-        buffer costs more in first-touch page faults than the gather itself), else new zeroed ones with 1/8
-        spare (slots past a short row's length are read with zero weight, so they must never hold NaN)."""
-        old = self.compact.get(layer_idx)
-        b, h, _, d = key.shape
-        if old is not None and old.keys.shape[:2] == (b, h) and old.capacity >= capacity:
-            if old.keys.dtype == key.dtype:
-                return old.keys, old.values
-        shape = (b, h, capacity + capacity // 8, d)
-        return key.new_zeros(shape), key.new_zeros(shape)
 
     def draft_attention(
         self, layer_idx: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float
     ) -> torch.Tensor:
-        """One draft query attending to the compact buffer ``key``/``value``: ``[B, H_q, 1, D]``."""
+        """One draft query ``[B, H_q, 1, D]`` attending to the layer's selection and the entries after it,
+        read in place from the cache ``key``/``value`` ``[B, H_kv, N, D]``: ``[B, H_q, 1, D]``."""
         backend = self.config.backend
-        lengths = self.compact[layer_idx].lengths
+        selection = self.selection[layer_idx]
+        layer = self.cache.layers[layer_idx]
+        lengths = torch.tensor(getattr(layer, "lengths", [key.shape[2]]), device=key.device)
         out, lse = gathered_decode_attention(
-            query,
-            key,
-            value,
-            None,
-            scale=scale,
-            length=torch.tensor(lengths, device=key.device),
-            padding_finite=True,  # the buffers are zero-filled when made and only ever hold cache entries
-            backend=backend,
+            query, key, value, selection, scale=scale, length=lengths, backend=backend
         )
-        read = float(sum(lengths))
+        read = float(selection.positions(lengths).sum())
         pages = self.pages.get(layer_idx) if self._selector(layer_idx) == "quest" else None
         idx = pages.select(query, self.budget) if pages is not None else None
         if pages is not None and idx is not None:
-            full_k, full_v = self.full_kv[layer_idx]
-            out_p, lse_p = gathered_decode_attention(query, full_k, full_v, idx, scale=scale, backend=backend)
+            out_p, lse_p = gathered_decode_attention(query, key, value, idx, scale=scale, backend=backend)
             lse_all = torch.logaddexp(lse, lse_p)
             out = (
                 torch.exp(lse - lse_all)[..., None, None] * out.float()

@@ -99,13 +99,13 @@ def _decode(lm: Any, prompt: torch.Tensor, cache: Any, new: int, **kw: Any) -> t
 def _draft_costs(stats: Any, lm_config: Any, rows: int, n: int) -> dict[str, float]:
     """Counted costs of a self-draft decode from a ``rows x n`` prompt (the prompt's last token included):
     forwards, KV entries attended, query-key pairs, and the selection's own traffic in entries (K-only reads
-    count half an entry; a gathered entry is read once and written once)."""
+    count half an entry)."""
     layers, heads = lm_config.num_hidden_layers, lm_config.num_attention_heads
     return {
         "forwards": 1 + stats.forwards,  # the prompt's last token, then drafts and verifies
         "kv_entries": rows * layers * n + stats.kv_entries,
         "pairs": heads * rows * layers * n + stats.query_key_pairs,
-        "extra_entries": 0.5 * (stats.score_key_reads + stats.selection_entries) + 2 * stats.gathered_entries,
+        "extra_entries": 0.5 * (stats.score_key_reads + stats.selection_entries),
     }
 
 

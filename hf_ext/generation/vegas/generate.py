@@ -1,8 +1,8 @@
 """``vegas_generate``: Vegas self-speculative decoding as a transformers ``custom_generate`` callable.
 
 Each iteration drafts up to gamma tokens with the model itself, its global layers attending only to the
-compact buffer built at the previous verify, rolls back the draft's sliding-window KV, then verifies
-``[b, y_1..y_gamma_t]`` in one forward with exact attention over the full cache (SDPA, or on an
+selection made at the previous verify and the entries after it (read in place), rolls back the draft's KV,
+then verifies ``[b, y_1..y_gamma_t]`` in one forward with exact attention over the full cache (SDPA, or on an
 ``InPlaceCache`` the ``chunk_attention`` kernel), so the accepted tokens are the model's own: greedy output is
 token-identical to ``generate(do_sample=False)``, and sampling uses the speculative rejection rule
 (arXiv 2211.17192) so the output distribution is the model's.
@@ -11,7 +11,8 @@ The default cache is an :class:`~hf_ext.generation.vegas.cache.InPlaceCache`: K/
 by moving each row's length, and batches whose rows accept different numbers of tokens (each row keeps its
 own length; the attention masks the stale slots of shorter rows, as vLLM's slot rollback does). A row that
 has finished stays in the batch tensors until the last one does, but its verify reads only its chunk's first
-slots and its drafts one entry, so it costs no cache reads (vLLM removes finished sequences from its batch).
+slots and its drafts their own entries, so it costs no cache reads (vLLM removes finished sequences from its
+batch).
 """
 
 from __future__ import annotations
@@ -56,7 +57,6 @@ class VegasStats:
             verify's score rows when scored separately, Quest's page bounds), summed over layers and rows: the
             attention's arithmetic, which a verify of ``gamma + 1`` rows multiplies over the same bytes.
         score_key_reads: Cache positions whose keys the verify's scoring pass reads again (Vegas only).
-        gathered_entries: Cache positions copied into the draft's compact buffers (read once, written once).
         draft_seconds: Wall-clock seconds spent in draft forwards (device-synchronised).
         verify_seconds: Wall-clock seconds spent in verify forwards and acceptance.
         trace: Per iteration and row ``(n, valid_len, budget, gamma_t, n_acc)``: cache length at the draft's
@@ -76,7 +76,6 @@ class VegasStats:
     selection_entries: float = 0.0
     query_key_pairs: float = 0.0
     score_key_reads: float = 0.0
-    gathered_entries: float = 0.0
     draft_seconds: float = 0.0
     verify_seconds: float = 0.0
     trace: list[tuple[int, int, int, int, int]] = field(default_factory=list)
@@ -190,7 +189,6 @@ class _Loop:
             raise NotImplementedError("Streaming supports batch size 1 only, as in transformers.")
         self.extra = {k: v for k, v in model_kwargs.items() if k not in _OWN_KWARGS}
         self.global_layers = [i for i, layer in enumerate(self.cache.layers) if not layer.is_sliding]
-        self.sliding_layers = [i for i, layer in enumerate(self.cache.layers) if layer.is_sliding]
         self.state = VegasState(config, generation_config.max_length, self.global_layers, self.cache)
         self.stats = VegasStats()
         eos = generation_config._eos_token_tensor
@@ -299,7 +297,6 @@ class _Loop:
     ) -> tuple[list[list[int]], list[list[torch.Tensor]]]:
         """Draft up to ``gammas[b]`` tokens per row; returns the tokens and their processed scores."""
         n = [len(ids) - 1 for ids in rows]
-        view = self.state.draft_cache()
         tokens: list[list[int]] = [[] for _ in rows]
         scores: list[list[torch.Tensor]] = [[] for _ in rows]
         live = [g > 0 for g in gammas]
@@ -308,7 +305,7 @@ class _Loop:
         steps = 0
         while any(live):
             logits = self.forward(
-                torch.tensor(feed, device=device)[:, None], [m + steps for m in n], view, "draft", 1
+                torch.tensor(feed, device=device)[:, None], [m + steps for m in n], self.cache, "draft", 1
             )
             steps += 1
             self.stats.draft_forwards += 1
@@ -321,8 +318,8 @@ class _Loop:
                 scores[b].append(s)
                 feed[b] = tok
                 live[b] = len(tokens[b]) < gammas[b] and tok not in self.eos
-        # draft KV is not target KV: roll the sliding-window layers back before the verify
-        self.set_lengths(n, self.sliding_layers, drop=steps)
+        # draft KV is not target KV: roll every layer back; the verify writes the same slots
+        self.set_lengths(n, drop=steps)
         return tokens, scores
 
     def verify(
@@ -379,7 +376,6 @@ class _Loop:
                 kept = [0 if d else len(r[0]) for d, r in zip(done, results)]
                 width = 1 + max(len(t) for t in tokens)
                 self.set_lengths([m + k for m, k in zip(n, kept)], drop=width - kept[0])
-                self.state.keep_tail([max(0, k - 1) for k in kept])
             s.draft_seconds += t_draft.seconds
             s.verify_seconds += t_verify.seconds
             s.iterations += 1
@@ -399,7 +395,6 @@ class _Loop:
         s.selection_entries = self.state.selection_entries
         s.query_key_pairs = self.state.pairs
         s.score_key_reads = self.state.score_reads
-        s.gathered_entries = self.state.gathered
         if self.streamer is not None:
             self.streamer.end()
         width = max(len(r) for r in rows)
@@ -437,8 +432,8 @@ def vegas_generate(
 
     [reconstructed] parts: sliding-window layers are drafted densely over their window (the paper's model has
     none); draft KV is rolled back by moving each row's length in the preallocated cache (vLLM overwrites its
-    slots; the ``DynamicCache`` path crops); the draft reads a compact
-    buffer gathered once per verify (vLLM uses a page table); the StreamingLLM window is token-aligned; the
+    slots; the ``DynamicCache`` path crops); the draft reads its selection in place through an index list
+    (vLLM reads through its page table); the StreamingLLM window is token-aligned; the
     Quest selector is a project baseline. Rows of a batch accept independently (per-row lengths, masked).
 
     Args:
