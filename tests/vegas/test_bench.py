@@ -169,3 +169,19 @@ def test_a_vegas_verify_costs_the_timed_selection_and_other_arms_do_not():
     _, shares, _ = apply_cost_model([*rows, *arms], calibration, PARAM_BYTES, KV_ENTRY)
     assert all(a["model_vs_measured"] == pytest.approx(1.0) for a in arms)
     assert shares["vegas"]["selection"] > 0 and shares["sink+window"]["selection"] == 0
+
+
+def test_a_drafts_selection_costs_its_runs_at_the_timed_rate():
+    from hf_ext.generation.vegas.bench import apply_cost_model
+
+    rows, calibration = _grid()
+    for cal in calibration:
+        cal["run_seconds"] = 5e-7 if (cal["context"], cal["batch"]) == (512, 8) else 0.0
+    arms = []
+    for name, runs in (("vegas", 3000.0), ("sink+window", 10.0)):
+        arm = _row(name, 10, 100.0, 9000.0, extra=0.0, context=512, batch=8, _arm=name, _runs=runs)
+        arm["tokens_per_s"] = 8 * 4 / (_seconds(arm, 1e-3, 1e6, 1e-6) + runs * 5e-7)
+        arms.append(arm)
+    _, shares, _ = apply_cost_model([*rows, *arms], calibration, PARAM_BYTES, KV_ENTRY)
+    assert all(a["model_vs_measured"] == pytest.approx(1.0) for a in arms)
+    assert shares["vegas"]["scatter"] > 100 * shares["sink+window"]["scatter"] > 0

@@ -98,6 +98,8 @@ class VegasState:
         self.pairs = 0.0  # decode query rows x cache positions (attention and score products)
         self.score_reads = 0.0  # cache positions whose keys the verify's scoring pass reads
         self.selection_entries = 0.0
+        self.runs: dict[int, float] = {}  # per layer, contiguous runs in the rows' selections (summed)
+        self.selection_runs = 0.0  # runs the drafts read: each is a jump in the slot list (a scattered read)
         self._warned_degenerate = False
 
     # ---------------------------------------------------------------- called by the attention function
@@ -201,6 +203,9 @@ class VegasState:
                 counts[b], tails[b] = 0, lengths[b] - q
         indices = idx.clamp(min=0) if idx is not None else counts.new_zeros(len(valid), 1)
         self.selection[layer_idx] = KeySelection(indices, counts, torch.tensor(tails, device=dev))
+        starts = torch.arange(indices.shape[1], device=dev) < counts[:, None]
+        starts[:, 1:] &= indices[:, 1:] != indices[:, :-1] + 1
+        self.runs[layer_idx] = float(starts.sum())
         self.valid_len, self.budget = valid, ks
 
     def draft_attention(
@@ -216,6 +221,7 @@ class VegasState:
             query, key, value, selection, scale=scale, length=lengths, backend=backend
         )
         read = float(selection.positions(lengths).sum())
+        self.selection_runs += self.runs[layer_idx]
         pages = self.pages.get(layer_idx) if self._selector(layer_idx) == "quest" else None
         idx = pages.select(query, self.budget) if pages is not None else None
         if pages is not None and idx is not None:

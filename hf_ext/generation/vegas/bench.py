@@ -39,7 +39,7 @@ MODEL_BASE = KERNEL  # the plain arm the cost model is fitted on: its attention 
 MARKER = b"\n# again:\n"
 QUESTION = 64  # bytes of the early function repeated after the marker
 LOOP_CONTEXT = 128  # tokens of the prompt that times the self-draft loop's fixed cost per forward
-SHARES = ("forward", "bytes", "pairs", "selection")  # the cost model's terms
+SHARES = ("forward", "bytes", "pairs", "selection", "scatter")  # the cost model's terms
 GAMMA_SWEEP = (1, 2, 3)  # draft lengths tried for every sparse arm at the largest setting (the paper's is 6)
 # H200 (stated, not measured): HBM bandwidth, per-forward launch overhead of a 4-layer model, bf16.
 H200_BW, H200_FORWARD_S, BF16 = 4.8e12, 60e-6, 2
@@ -99,13 +99,14 @@ def _decode(lm: Any, prompt: torch.Tensor, cache: Any, new: int, **kw: Any) -> t
 def _draft_costs(stats: Any, lm_config: Any, rows: int, n: int) -> dict[str, float]:
     """Counted costs of a self-draft decode from a ``rows x n`` prompt (the prompt's last token included):
     forwards, KV entries attended, query-key pairs, and the selection's own traffic in entries (K-only reads
-    count half an entry)."""
+    count half an entry), and the contiguous runs of the drafts' selections (each a scattered read)."""
     layers, heads = lm_config.num_hidden_layers, lm_config.num_attention_heads
     return {
         "forwards": 1 + stats.forwards,  # the prompt's last token, then drafts and verifies
         "kv_entries": rows * layers * n + stats.kv_entries,
         "pairs": heads * rows * layers * n + stats.query_key_pairs,
         "extra_entries": 0.5 * (stats.score_key_reads + stats.selection_entries),
+        "runs": stats.selection_runs,
     }
 
 
@@ -162,7 +163,7 @@ def _setting(
         rows.append(
             {**setting, "system": name, "is_baseline": True, **same, "forwards": new,
              "kv_entries_per_token": plain_entries / emitted, "_seconds": seconds[name],
-             "_pairs": heads * plain_entries, "_extra_entries": 0.0}
+             "_pairs": heads * plain_entries, "_extra_entries": 0.0, "_runs": 0.0}
         )  # fmt: skip
     for name, (arm, gamma) in names.items():
         s = outs[name].vegas_stats
@@ -186,6 +187,7 @@ def _setting(
                 "_verifies": s.iterations,
                 "_pairs": cost["pairs"],
                 "_extra_entries": cost["extra_entries"],
+                "_runs": cost["runs"],
             }
         )
     t_best = min(seconds[name] for name in PLAIN_ARMS)
@@ -202,10 +204,13 @@ def _calibrate(lm: Any, base: Any, rows: int, context: int, chunk: int, reps: in
     like the arms: the cost model's only measurement with more than one query row, taken outside every arm.
     Also times Vegas's selection from that pass's two score rows (importance and top-k over every layer's
     cache, the work a Vegas verify adds; ``selection_seconds``): a cost that is neither bytes of KV nor
-    query-key products."""
+    query-key products. And times a draft's attention over a budget of slots read in place, scattered at
+    random against the same number in one run (``run_seconds``: the extra time per run of a selection, the
+    cost of reading it through a slot list rather than as one stream)."""
     from hf_ext.generation.vegas.config import VegasConfig
     from hf_ext.generation.vegas.core import budget, vegas_indices_from_scores
-    from hf_ext.kernels.chunk_attention import chunk_attention
+    from hf_ext.kernels.chunk_attention import KeySelection, chunk_attention
+    from hf_ext.kernels.gathered_attention import gathered_decode_attention
 
     cfg = lm.config
     layers, heads, d = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.head_dim
@@ -235,9 +240,26 @@ def _calibrate(lm: Any, base: Any, rows: int, context: int, chunk: int, reps: in
             for _layer in view.layers:
                 vegas_indices_from_scores(logits, lse, valid_len=valid, budgets=ks, mode=vc.score_mode)
         selection = min(selection, t.seconds)
+    k, tail = ks[0], torch.full((rows,), valid[0], device=q.device)
+    spread = torch.stack([torch.randperm(valid[0], generator=gen)[:k].sort().values for _ in range(rows)])
+    counts = torch.full((rows,), k, device=q.device)
+    runs = int((spread[:, 1:] != spread[:, :-1] + 1).sum()) + rows
+    packed = torch.arange(k, device=q.device).expand(rows, -1)
+    reads = {"scattered": KeySelection(spread.to(q.device), counts, tail),
+             "packed": KeySelection(packed, counts, tail)}  # fmt: skip
+    draft = dict.fromkeys(reads, math.inf)
+    for _ in range(reps):
+        for name, sel in reads.items():
+            with Timer(q.device) as t:
+                for layer in view.layers:
+                    gathered_decode_attention(q[:, :, :1], layer.keys, layer.values, sel, scale=d**-0.5,
+                                              length=tail + 1)  # fmt: skip
+            draft[name] = min(draft[name], t.seconds)
+    run_seconds = max(0.0, draft["scattered"] - draft["packed"]) / (layers * (runs - rows))
     entries = rows * layers * n
     return {"context": context, "batch": rows, "forwards": 0, "kv_entries": entries,
-            "pairs": chunk * heads * entries, "seconds": seconds, "selection_seconds": selection}  # fmt: skip
+            "pairs": chunk * heads * entries, "seconds": seconds, "selection_seconds": selection,
+            "run_seconds": run_seconds}  # fmt: skip
 
 
 def _calibrate_loop(lm: Any, prompt: torch.Tensor, new: int, gamma: int, repeats: int) -> dict[str, Any]:
@@ -383,7 +405,8 @@ def apply_cost_model(
     A self-draft arm's forwards cost the loop's own per-forward time (:func:`loop_forward_cost`, per batch
     size, from ``loop``) instead of the plain arms' ``c``; without ``loop`` they cost ``c``. A Vegas row's
     verifies (``_verifies``) also cost the selection's measured time at its setting (a calibration's
-    ``selection_seconds``, when present).
+    ``selection_seconds``, when present), and every row's drafts the runs of their selections (``_runs``)
+    at the setting's ``run_seconds``.
 
     Returns the fitted ``(c, bw, p)``, per system at the largest setting the modelled shares of its time
     (``forward``, ``bytes``, ``pairs``, ``selection``), and the loop's seconds per forward by batch size."""
@@ -391,13 +414,16 @@ def apply_cost_model(
     c_loop = {x["batch"]: loop_forward_cost(x, (c, bw, p), param_bytes, kv_entry) for x in loop or []}
     plain = {(r["context"], r["batch"]): r for r in rows if r["system"] == MODEL_BASE}
     select = {(x["context"], x["batch"]): x.get("selection_seconds", 0.0) for x in calibration}
+    per_run = {(x["context"], x["batch"]): x.get("run_seconds", 0.0) for x in calibration}
 
-    def terms(r: dict[str, Any]) -> tuple[float, float, float, float]:
+    def terms(r: dict[str, Any]) -> tuple[float, float, float, float, float]:
         f, nbytes, pairs = cost_terms(r, param_bytes, kv_entry)
         per_forward = c if r["system"] in PLAIN_ARMS else c_loop.get(r["batch"], c)
         vegas = r.get("_arm") == "vegas"
-        selection = r.get("_verifies", 0) * select.get((r["context"], r["batch"]), 0.0) if vegas else 0.0
-        return f * per_forward, nbytes / bw, pairs * p, selection
+        setting = (r["context"], r["batch"])
+        selection = r.get("_verifies", 0) * select.get(setting, 0.0) if vegas else 0.0
+        scatter = r.get("_runs", 0.0) * per_run.get(setting, 0.0)
+        return f * per_forward, nbytes / bw, pairs * p, selection, scatter
 
     top = max((r["context"], r["batch"]) for r in rows)
     shares = {}
@@ -605,20 +631,22 @@ def _report(
         f"cost model, fitted on the plain arms and {len(calibration)} timings of the verify's attention "
         f"alone (never on a self-draft arm): {1e3 * c:.2f} ms per forward + bytes / {bw / 1e9:.2f} GB/s + "
         f"{1e12 * p_pair:.0f} ps per query-head x cache-position pair (weights once per forward; KV per "
-        "entry attended; the selection's key re-reads, gathers and page bounds); a self-draft forward costs "
+        "entry attended; the selection's key re-reads and page bounds); a self-draft forward costs "
         f"the loop's own fixed time instead, timed at a {LOOP_CONTEXT}-token context (full-cache drafts) "
         "less its bytes and arithmetic: "
         + ", ".join(f"{1e3 * v:.2f} ms at batch {b}" for b, v in sorted(c_loop.items()))
         + "; a Vegas verify also costs its selection (importance and top-k from the score rows, every "
         f"layer), timed alone per setting: {1e3 * cal_top['selection_seconds']:.1f} ms at N={top[0]} x "
-        f"batch {top[1]}"
+        f"batch {top[1]}; a draft's selection costs per contiguous run it reads through its slot list, timed "
+        f"alone per setting (random slots against one run): {1e9 * cal_top['run_seconds']:.0f} ns at "
+        f"N={top[0]} x batch {top[1]}"
         + f"; `model_ratio` = its predicted tokens/s ratio vs {MODEL_BASE}, `model_vs_measured` = "
         "prediction / measurement (1 = exact; target within 0.7-1.3).",
         f"calibration at N={top[0]} x batch {top[1]}: the verify's attention alone ({config['gamma'] + 1} "
         f"query rows, chunk_attention over every layer) takes {chunk_cost:.2f}x a whole plain decode step "
         "with the same kernel.",
         f"cost model shares at N={top[0]} x batch {top[1]} (per forward / bytes / query-key arithmetic / "
-        "selection): "
+        "selection / scattered reads): "
         + "; ".join(
             f"{k} " + "/".join(f"{100 * v[t]:.0f}" for t in SHARES) + "%" for k, v in model_shares.items()
         ),

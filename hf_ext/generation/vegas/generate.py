@@ -57,6 +57,8 @@ class VegasStats:
             verify's score rows when scored separately, Quest's page bounds), summed over layers and rows: the
             attention's arithmetic, which a verify of ``gamma + 1`` rows multiplies over the same bytes.
         score_key_reads: Cache positions whose keys the verify's scoring pass reads again (Vegas only).
+        selection_runs: Contiguous runs of selected positions the drafts read (each run starts with a jump in
+            the row's slot list, a scattered read), summed over layers, rows and draft steps.
         draft_seconds: Wall-clock seconds spent in draft forwards (device-synchronised).
         verify_seconds: Wall-clock seconds spent in verify forwards and acceptance.
         trace: Per iteration and row ``(n, valid_len, budget, gamma_t, n_acc)``: cache length at the draft's
@@ -76,6 +78,7 @@ class VegasStats:
     selection_entries: float = 0.0
     query_key_pairs: float = 0.0
     score_key_reads: float = 0.0
+    selection_runs: float = 0.0
     draft_seconds: float = 0.0
     verify_seconds: float = 0.0
     trace: list[tuple[int, int, int, int, int]] = field(default_factory=list)
@@ -395,6 +398,7 @@ class _Loop:
         s.selection_entries = self.state.selection_entries
         s.query_key_pairs = self.state.pairs
         s.score_key_reads = self.state.score_reads
+        s.selection_runs = self.state.selection_runs
         if self.streamer is not None:
             self.streamer.end()
         width = max(len(r) for r in rows)
