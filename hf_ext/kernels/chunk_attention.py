@@ -59,10 +59,12 @@ def kernel_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 class KeySelection:
     """The cache slots each row attends to, in this order: ``indices[b, :counts[b]]`` (ascending, all below
     ``tail_start[b]``), then every slot from ``tail_start[b]`` up to the row's length (the chunk's own slots
-    among them). Vegas's drafts read their selection and the tokens after it this way, in place in the cache.
+    among them). Vegas's drafts read their selection and the tokens after it this way, in place in the cache;
+    Quest's drafts read their pages per KV head the same way.
 
     Args:
-        indices: ``[B, n]`` int64 selected slots; entries past ``counts[b]`` are ignored.
+        indices: ``[B, n]`` int64 selected slots shared by the KV heads, or ``[B, H_kv, n]`` per KV head (each
+            head its own ``counts[b]`` slots); entries past ``counts[b]`` are ignored.
         counts: ``[B]`` int64 in ``[0, n]``: selected slots per row.
         tail_start: ``[B]`` int64: the first slot of each row's dense tail.
 
@@ -84,24 +86,25 @@ class KeySelection:
         idx, counts, tail = self.indices, self.counts, self.tail_start
         if any(t.dtype != torch.int64 for t in (idx, counts, tail)):
             raise ValueError("`indices`, `counts` and `tail_start` must be int64 tensors.")
-        if idx.dim() != 2 or counts.shape != (idx.shape[0],) or tail.shape != (idx.shape[0],):
+        if idx.dim() not in (2, 3) or counts.shape != (idx.shape[0],) or tail.shape != (idx.shape[0],):
             raise ValueError(
-                f"`indices` must be [B, n] and `counts`, `tail_start` [B], got {tuple(idx.shape)}, "
-                f"{tuple(counts.shape)} and {tuple(tail.shape)}."
+                f"`indices` must be [B, n] or [B, H_kv, n] and `counts`, `tail_start` [B], got "
+                f"{tuple(idx.shape)}, {tuple(counts.shape)} and {tuple(tail.shape)}."
             )
-        if bool((counts < 0).any() | (counts > idx.shape[1]).any() | (tail < 0).any()):
+        if bool((counts < 0).any() | (counts > idx.shape[-1]).any() | (tail < 0).any()):
             raise ValueError(
-                f"`counts` must lie in [0, {idx.shape[1]}] and `tail_start` be >= 0, got {counts.tolist()} "
+                f"`counts` must lie in [0, {idx.shape[-1]}] and `tail_start` be >= 0, got {counts.tolist()} "
                 f"and {tail.tolist()}."
             )
-        live = torch.arange(idx.shape[1], device=idx.device) < counts[:, None]
-        bad = live & ((idx < 0) | (idx >= tail[:, None]))
-        bad[:, 1:] |= live[:, 1:] & (idx[:, 1:] <= idx[:, :-1])
+        per_head = self.per_head()  # [B, G, n]
+        live = torch.arange(idx.shape[-1], device=idx.device) < counts[:, None, None]
+        bad = live & ((per_head < 0) | (per_head >= tail[:, None, None]))
+        bad[..., 1:] |= live[..., 1:] & (per_head[..., 1:] <= per_head[..., :-1])
         if bool(bad.any()):
-            row = int(bad.any(1).nonzero()[0])
+            row, head = (int(i) for i in bad.any(-1).nonzero()[0])
             raise ValueError(
                 f"`indices` of row {row} must be strictly ascending in [0, tail_start={int(tail[row])}), got "
-                f"{idx[row, : int(counts[row])].tolist()}."
+                f"{per_head[row, head, : int(counts[row])].tolist()}."
             )
 
     @classmethod
@@ -115,25 +118,35 @@ class KeySelection:
             idx[b, : len(r)] = r
         return cls(idx, counts, torch.tensor(tail_start, dtype=torch.int64, device=device))
 
+    def per_head(self) -> torch.Tensor:
+        """``indices`` as ``[B, G, n]``: ``G = 1`` when the heads share them, else ``H_kv``."""
+        return self.indices if self.indices.dim() == 3 else self.indices[:, None]
+
     def positions(self, lengths: torch.Tensor) -> torch.Tensor:
         """``[B]``: the slots each row attends to when it holds ``lengths`` ``[B]`` slots."""
         return self.counts + lengths - self.tail_start
 
     def slots(self, lengths: torch.Tensor) -> torch.Tensor:
-        """``[B, P]`` int64: the slot of each row's positions in order, ``-1`` past a row's last."""
+        """The slot of each row's positions in order, ``-1`` past a row's last: ``[B, P]``, or
+        ``[B, H_kv, P]`` for per-head indices."""
         n = self.positions(lengths)
         width = int(n.max())
         p = torch.arange(width, device=lengths.device)
-        picked = self.indices[:, :width]
-        picked = torch.nn.functional.pad(picked, (0, width - picked.shape[1]))
-        tail = self.tail_start[:, None] + p - self.counts[:, None]
-        out = torch.where(p < self.counts[:, None], picked, tail)
-        return out.masked_fill(p >= n[:, None], -1)
+        picked = self.per_head()[..., :width]
+        picked = torch.nn.functional.pad(picked, (0, width - picked.shape[-1]))
+        counts = self.counts[:, None, None]
+        out = torch.where(p < counts, picked, self.tail_start[:, None, None] + p - counts)
+        out = out.masked_fill(p >= n[:, None, None], -1)
+        return out if self.indices.dim() == 3 else out[:, 0]
 
 
-def check_selection(selection: KeySelection, lengths: torch.Tensor, rows: int) -> None:
+def check_selection(selection: KeySelection, lengths: torch.Tensor, rows: int, heads: int) -> None:
     """Raise ``ValueError`` unless ``selection`` fits a batch of ``lengths`` ``[B]`` whose last ``rows`` slots
-    are the queries' (so they must lie in each row's tail)."""
+    are the queries' (so they must lie in each row's tail) and whose cache holds ``heads`` KV heads."""
+    if selection.indices.dim() == 3 and selection.indices.shape[1] != heads:
+        raise ValueError(
+            f"`selection.indices` holds {selection.indices.shape[1]} heads, the cache has {heads} KV heads."
+        )
     if selection.counts.shape != lengths.shape:
         raise ValueError(
             f"`selection` holds {selection.counts.shape[0]} rows, the batch has {lengths.shape[0]}."
@@ -166,7 +179,7 @@ def _check_args(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torc
             f"got {lengths.tolist()}."
         )
     if selection is not None:
-        check_selection(selection, lengths, q.shape[2])
+        check_selection(selection, lengths, q.shape[2], k.shape[1])
     if score_rows is not None:
         if score_rows.dtype != torch.int64 or score_rows.dim() != 2 or score_rows.shape[0] != q.shape[0]:
             raise ValueError(f"`score_rows` must be an int64 tensor [B, S], got {score_rows!r}.")
@@ -204,7 +217,8 @@ def _reference_selected(
     score_rows: torch.Tensor | None, selection: KeySelection,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:  # fmt: skip
     """The reference over a selection: the rows' slots gathered in order, then the dense reference."""
-    slots = selection.slots(lengths).clamp(min=0)[:, None, :, None]  # past a row's last: slot 0, not attended
+    slots = selection.slots(lengths).clamp(min=0)  # past a row's last: slot 0, not attended
+    slots = (slots if slots.dim() == 3 else slots[:, None])[..., None]
     ks = k.gather(2, slots.expand(-1, k.shape[1], -1, k.shape[-1]))
     vs = v.gather(2, slots.expand(-1, v.shape[1], -1, v.shape[-1]))
     return _reference(q, ks, vs, selection.positions(lengths), scale, score_rows)
@@ -233,12 +247,12 @@ def run_kernel(
         unread = lengths.new_zeros(1)  # has_sel is 0
         idx, counts, tail = unread[None], unread, unread
     else:
-        parts = (selection.indices, selection.counts, selection.tail_start)
+        parts = (selection.per_head(), selection.counts, selection.tail_start)
         idx, counts, tail = (t.contiguous() for t in parts)
     status = call(
         lib.chunk_attention, q, k, v, b, h_q, k.shape[1], r, d, *k.stride()[:3], *v.stride()[:3], lengths,
-        selection is not None, idx, idx.shape[1], counts, tail, float(scale), out, lse, rows, rows.shape[1],
-        logits, n, torch.get_num_threads(),
+        selection is not None, idx, idx.shape[1] if idx.dim() == 3 else 1, idx.shape[-1], counts, tail,
+        float(scale), out, lse, rows, rows.shape[1], logits, n, torch.get_num_threads(),
     )  # fmt: skip
     if status:
         return None

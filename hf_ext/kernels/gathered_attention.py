@@ -339,7 +339,7 @@ def gathered_decode_attention(
         if backend == "auto" and kernel_applies(q, k, v):  # the C kernel reads the rows in place
             out, lse, _ = chunk_attention(q, k, v, ends, scale=scale, selection=idx)
             return out, lse[..., 0]
-        check_selection(idx, ends, 1)
+        check_selection(idx, ends, 1, k.shape[1])
         idx = idx.slots(ends)
     lengths = None
     if idx is not None:

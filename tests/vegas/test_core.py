@@ -115,8 +115,20 @@ def test_quest_pages_extend_and_select():
     assert pages.n_pages == 1
     pages.extend(k, 40)
     assert pages.n_pages == 2  # position 32..39 is an incomplete page
-    idx = pages.select(torch.tensor([1.0, 0.0]).view(1, 1, 1, 2), [10])
-    assert idx.tolist() == [[list(range(16, 32))]]
+    slots, counts = pages.select(torch.tensor([1.0, 0.0]).view(1, 1, 1, 2), [10])
+    assert slots.tolist() == [[list(range(16, 32))]] and counts.tolist() == [16]
+
+
+def test_quest_select_keeps_each_rows_best_pages_in_ascending_order():
+    k = torch.zeros(2, 1, 64, 2)
+    for page, value in ((3, 9.0), (0, 5.0), (2, 1.0)):  # page scores 9 > 5 > 1 > 0 (page 1)
+        k[:, 0, 16 * page] = torch.tensor([value, 0.0])
+    pages = QuestPages(16)
+    pages.extend(k, 64)
+    slots, counts = pages.select(torch.tensor([1.0, 0.0]).view(1, 1, 1, 2).expand(2, -1, -1, -1), [20, 40])
+    assert counts.tolist() == [32, 48]  # two pages for row 0, three for row 1
+    assert slots[0, 0, :32].tolist() == [*range(0, 16), *range(48, 64)]  # pages 0 and 3, ascending
+    assert slots[1, 0, :48].tolist() == [*range(0, 16), *range(32, 64)]  # pages 0, 2 and 3
 
 
 @pytest.mark.parametrize(

@@ -133,6 +133,31 @@ def test_unselected_slots_are_never_read(backend):
         torch.testing.assert_close(d, a)
 
 
+def test_per_head_selection_reads_each_heads_own_slots():
+    q, k, v, lengths = _inputs(2, 4, 2, 1, 16, 120)
+    g = torch.Generator().manual_seed(1)
+    tails = [int(n) - 4 for n in lengths]
+    idx = torch.stack(
+        [torch.stack([torch.randperm(t, generator=g)[:30].sort().values for _ in range(2)]) for t in tails]
+    )
+    counts = torch.tensor([30, 20])
+    sel = KeySelection(idx, counts, torch.tensor(tails))
+    fast = chunk_attention(q, k, v, lengths, scale=0.25, selection=sel)
+    ref = chunk_attention(q, k, v, lengths, scale=0.25, selection=sel, backend="torch")
+    torch.testing.assert_close(fast[0], ref[0], atol=2e-6, rtol=2e-5)
+    torch.testing.assert_close(fast[1], ref[1], atol=2e-6, rtol=2e-5)
+    for b in range(2):
+        for h in range(2):  # query heads 2h and 2h + 1 read KV head h
+            slots = torch.cat([idx[b, h, : int(counts[b])], torch.arange(tails[b], int(lengths[b]))])
+            ks, vs = k[b : b + 1, h : h + 1, slots], v[b : b + 1, h : h + 1, slots]
+            want = torch.nn.functional.scaled_dot_product_attention(
+                q[b : b + 1, 2 * h : 2 * h + 2], ks, vs, scale=0.25, enable_gqa=True
+            )
+            torch.testing.assert_close(fast[0][b : b + 1, 2 * h : 2 * h + 2], want, atol=1e-6, rtol=1e-5)
+    with pytest.raises(ValueError, match="holds 2 heads, the cache has 1 KV heads"):
+        chunk_attention(q, k[:, :1], v[:, :1], lengths, scale=0.25, selection=sel)
+
+
 @pytest.mark.parametrize(
     ("indices", "counts", "tail", "match"),
     [

@@ -203,9 +203,7 @@ class VegasState:
                 counts[b], tails[b] = 0, lengths[b] - q
         indices = idx.clamp(min=0) if idx is not None else counts.new_zeros(len(valid), 1)
         self.selection[layer_idx] = KeySelection(indices, counts, torch.tensor(tails, device=dev))
-        starts = torch.arange(indices.shape[1], device=dev) < counts[:, None]
-        starts[:, 1:] &= indices[:, 1:] != indices[:, :-1] + 1
-        self.runs[layer_idx] = float(starts.sum())
+        self.runs[layer_idx] = _runs(self.selection[layer_idx])
         self.valid_len, self.budget = valid, ks
 
     def draft_attention(
@@ -213,30 +211,38 @@ class VegasState:
     ) -> torch.Tensor:
         """One draft query ``[B, H_q, 1, D]`` attending to the layer's selection and the entries after it,
         read in place from the cache ``key``/``value`` ``[B, H_kv, N, D]``: ``[B, H_q, 1, D]``."""
-        backend = self.config.backend
         selection = self.selection[layer_idx]
+        runs = self.runs[layer_idx]
+        pages = self.pages.get(layer_idx) if self._selector(layer_idx) == "quest" else None
+        chosen = pages.select(query, self.budget) if pages is not None else None
+        if pages is not None and chosen is not None:  # Quest: this step's pages per KV head, then the tail
+            slots, counts = chosen
+            live = ~torch.tensor(self._retired(len(counts)), device=counts.device)
+            selection = KeySelection(slots, counts * live, selection.tail_start)
+            runs = _runs(selection)
+            self.selection_entries += 2 * pages.n_pages * query.shape[0]
+            self.pairs += 2 * pages.n_pages * query.shape[0] * query.shape[1]
         layer = self.cache.layers[layer_idx]
         lengths = torch.tensor(getattr(layer, "lengths", [key.shape[2]]), device=key.device)
-        out, lse = gathered_decode_attention(
-            query, key, value, selection, scale=scale, length=lengths, backend=backend
+        out, _ = gathered_decode_attention(
+            query, key, value, selection, scale=scale, length=lengths, backend=self.config.backend
         )
         read = float(selection.positions(lengths).sum())
-        self.selection_runs += self.runs[layer_idx]
-        pages = self.pages.get(layer_idx) if self._selector(layer_idx) == "quest" else None
-        idx = pages.select(query, self.budget) if pages is not None else None
-        if pages is not None and idx is not None:
-            out_p, lse_p = gathered_decode_attention(query, key, value, idx, scale=scale, backend=backend)
-            lse_all = torch.logaddexp(lse, lse_p)
-            out = (
-                torch.exp(lse - lse_all)[..., None, None] * out.float()
-                + torch.exp(lse_p - lse_all)[..., None, None] * out_p.float()
-            ).to(query.dtype)
-            read += float((idx >= 0).sum()) / idx.shape[1]
-            self.selection_entries += 2 * pages.n_pages * idx.shape[0]
-            self.pairs += 2 * pages.n_pages * idx.shape[0] * query.shape[1]
         self.entries["draft"] += read
         self.pairs += read * query.shape[1]
+        self.selection_runs += runs
         return out
+
+
+def _runs(selection: KeySelection) -> float:
+    """Contiguous runs of a selection's slots (a jump in the slot list starts one), summed over rows; per-head
+    slots count the mean over the KV heads."""
+    idx = selection.per_head()
+    live = torch.arange(idx.shape[-1], device=idx.device) < selection.counts[:, None, None]
+    jump = torch.ones_like(idx, dtype=torch.bool)
+    jump[..., 1:] = idx[..., 1:] != idx[..., :-1] + 1
+    starts = live & jump
+    return float(starts.sum()) / idx.shape[1]
 
 
 def _window(module: torch.nn.Module, layer: Any) -> int | None:

@@ -163,21 +163,20 @@ class QuestPages:
         self.kmin = kmin if self.kmin is None else torch.cat([self.kmin, kmin], dim=2)
         self.kmax = kmax if self.kmax is None else torch.cat([self.kmax, kmax], dim=2)
 
-    def select(self, query: torch.Tensor, budgets: Sequence[int]) -> torch.Tensor | None:
-        """Positions of the top ``ceil(k / page)`` pages per KV head: ``[B, H_kv, n]`` (``-1``-padded rows;
-        ``None`` without pages)."""
+    def select(self, query: torch.Tensor, budgets: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The top ``ceil(k / page)`` pages per KV head, as positions: ``[B, H_kv, n]`` ascending per head
+        (the first ``counts[b]`` of a row are live) and ``counts`` ``[B]``; ``None`` without pages."""
         if self.kmin is None or self.kmax is None:
             return None
         scores = quest_page_scores(query, self.kmin, self.kmax)
-        counts = [min(math.ceil(k / self.page), self.n_pages) for k in budgets]
-        top = scores.topk(max(counts), dim=-1).indices  # [B, H_kv, P]
-        keep = (
-            torch.arange(top.shape[-1], device=top.device)[None]
-            < torch.tensor(counts, device=top.device)[:, None]
+        counts = torch.tensor(
+            [min(math.ceil(k / self.page), self.n_pages) for k in budgets], device=query.device
         )
+        top = scores.topk(int(counts.max()), dim=-1).indices  # [B, H_kv, P], best first
+        kept = torch.arange(top.shape[-1], device=top.device) < counts[:, None, None]
+        pages = top.masked_fill(~kept, self.n_pages).sort(dim=-1).values  # kept pages first, ascending
         offs = torch.arange(self.page, device=top.device)
-        pos = (top[..., None] * self.page + offs).flatten(-2)
-        return pos.masked_fill(~keep.repeat_interleave(self.page, dim=1)[:, None], -1)
+        return (pages[..., None] * self.page + offs).flatten(-2), counts * self.page
 
 
 def greedy_accept(draft: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -15,7 +15,8 @@
  * Layout: q [B, Hq, R, D] contiguous; k, v [B, Hkv, N, D] with unit stride over D (D a multiple of 8); out
  * [B, Hq, R, D] and lse [B, Hq, R] contiguous; score_rows [B, S] (chunk row or -1); scores [B, Hq, S, score_len].
  * Row b reads its positions p < P_b in order: with a selection (has_sel) position p is the slot
- * sel_idx[b, p] for p < sel_counts[b], then sel_tail[b] + p - sel_counts[b], and P_b = sel_counts[b] +
+ * sel_idx[b, p] (sel_idx[b, h, p] per KV head when sel_heads is Hkv, else sel_heads is 1) for p < sel_counts[b],
+ * then sel_tail[b] + p - sel_counts[b], and P_b = sel_counts[b] +
  * lengths[b] - sel_tail[b]; without one, position p is slot p and P_b = lengths[b]. Query row r sits at position
  * P_b - R + r and sees positions [0, P_b - R + r]; score rows are written per position.
  */
@@ -194,8 +195,8 @@ VARIANTS(any, dv)
  * multiple of 8): the caller then uses its reference. */
 int chunk_attention(const float *q, const float *k, const float *v, int64_t b_n, int64_t hq, int64_t hkv,
                     int64_t r_n, int64_t d_n, int64_t skb, int64_t skh, int64_t skn, int64_t svb, int64_t svh,
-                    int64_t svn, const int64_t *lengths, int64_t has_sel, const int64_t *sel_idx, int64_t sel_n,
-                    const int64_t *sel_counts, const int64_t *sel_tail, float scale, float *out, float *lse,
+                    int64_t svn, const int64_t *lengths, int64_t has_sel, const int64_t *sel_idx, int64_t sel_heads,
+                    int64_t sel_n, const int64_t *sel_counts, const int64_t *sel_tail, float scale, float *out, float *lse,
                     const int64_t *score_rows, int64_t n_score, float *scores, int64_t score_len, int64_t threads) {
     const int64_t g_n = hq / hkv;
     if (g_n * r_n > MAX_VECTORS || d_n % 8) return 1;
@@ -208,7 +209,8 @@ int chunk_attention(const float *q, const float *k, const float *v, int64_t b_n,
         const int64_t b = t / hkv, h = t % hkv;
         const int64_t n_ix = has_sel ? sel_counts[b] : 0, tail = has_sel ? sel_tail[b] : 0;
         run(q, k + b * skb + h * skh, v + b * svb + h * svh, hq, g_n, r_n, skn, svn, b, h, lengths[b], scale, out,
-            lse, score_rows + b * n_score, n_score, scores, score_len, sel_idx + b * sel_n, n_ix, tail, d_n / 8);
+            lse, score_rows + b * n_score, n_score, scores, score_len,
+            sel_idx + (sel_heads > 1 ? t : b) * sel_n, n_ix, tail, d_n / 8);
     }
     return 0;
 }
