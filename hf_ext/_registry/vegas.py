@@ -17,6 +17,7 @@ METHOD = MethodInfo(
         "register_chunk_attention": "hf_ext.generation.vegas.attention",
         "gathered_decode_attention": "hf_ext.kernels.gathered_attention",
         "chunk_attention": "hf_ext.kernels.chunk_attention",
+        "KeySelection": "hf_ext.kernels.chunk_attention",
         "verify_importance": "hf_ext.kernels.importance",
         "importance_from_logits": "hf_ext.kernels.importance",
         "masked_topk": "hf_ext.kernels.importance",

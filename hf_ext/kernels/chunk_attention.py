@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
+from hf_ext._registry import paper
 from hf_ext.kernels._dispatch import BACKENDS, check_float
 from hf_ext.kernels._native import call, load
 
@@ -77,6 +78,8 @@ class KeySelection:
         >>> sel.slots(torch.tensor([11, 6])).tolist()  # row 0: slots 0, 5, 9, 10; row 1: 2, 4, 5
         [[0, 5, 9, 10], [2, 4, 5, -1]]
     """
+
+    _paper = paper("vegas")
 
     indices: torch.Tensor
     counts: torch.Tensor
