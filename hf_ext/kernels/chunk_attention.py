@@ -33,6 +33,7 @@ per position.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -111,19 +112,29 @@ class KeySelection:
             )
 
     @classmethod
-    def from_rows(cls, rows: list[torch.Tensor], tail_start: list[int]) -> KeySelection:
+    def from_padded(cls, indices: torch.Tensor, tail_start: Sequence[int] | torch.Tensor) -> KeySelection:
+        """From ``[B, n]`` selected slots per row, ascending and ``-1``-padded at the end of a row (as
+        :func:`pad_rows` and ``masked_topk`` give them), and each row's tail start."""
+        tail = torch.as_tensor(tail_start, dtype=torch.int64, device=indices.device)
+        return cls(indices.clamp(min=0), (indices >= 0).sum(-1), tail)
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[torch.Tensor], tail_start: Sequence[int]) -> KeySelection:
         """From one 1-D tensor of selected slots per row (ascending) and each row's tail start."""
-        device = rows[0].device if rows else None
-        counts = torch.tensor([len(r) for r in rows], dtype=torch.int64, device=device)
-        idx = torch.zeros(len(rows), max(1, max((len(r) for r in rows), default=0)), dtype=torch.int64,
-                          device=device)  # fmt: skip
-        for b, r in enumerate(rows):
-            idx[b, : len(r)] = r
-        return cls(idx, counts, torch.tensor(tail_start, dtype=torch.int64, device=device))
+        return cls.from_padded(pad_rows(rows), tail_start)
 
     def per_head(self) -> torch.Tensor:
         """``indices`` as ``[B, G, n]``: ``G = 1`` when the heads share them, else ``H_kv``."""
         return self.indices if self.indices.dim() == 3 else self.indices[:, None]
+
+    def runs(self) -> float:
+        """Contiguous runs of the selected slots (a jump in the slot list starts one), summed over rows;
+        per-head slots count the mean over the KV heads. Each run is one scattered read."""
+        idx = self.per_head()
+        live = torch.arange(idx.shape[-1], device=idx.device) < self.counts[:, None, None]
+        jump = torch.ones_like(idx, dtype=torch.bool)
+        jump[..., 1:] = idx[..., 1:] != idx[..., :-1] + 1
+        return float((live & jump).sum()) / idx.shape[1]
 
     def positions(self, lengths: torch.Tensor) -> torch.Tensor:
         """``[B]``: the slots each row attends to when it holds ``lengths`` ``[B]`` slots."""
@@ -141,6 +152,20 @@ class KeySelection:
         out = torch.where(p < counts, picked, self.tail_start[:, None, None] + p - counts)
         out = out.masked_fill(p >= n[:, None, None], -1)
         return out if self.indices.dim() == 3 else out[:, 0]
+
+
+def pad_rows(rows: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Stack 1-D int tensors into ``[B, max(1, max_len)]`` int64, padding with ``-1``.
+
+    Example:
+        >>> pad_rows([torch.tensor([0, 3]), torch.tensor([5])]).tolist()
+        [[0, 3], [5, -1]]
+    """
+    width = max(1, max((len(r) for r in rows), default=0))
+    out = torch.full((len(rows), width), -1, dtype=torch.int64, device=rows[0].device if rows else None)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return out
 
 
 def check_selection(selection: KeySelection, lengths: torch.Tensor, rows: int, heads: int) -> None:

@@ -90,6 +90,14 @@ def _selection(lengths, r, seed=0, empty_row=None):
     return KeySelection.from_rows(rows, tails), rows, tails
 
 
+def test_from_padded_counts_and_runs_by_hand():
+    sel = KeySelection.from_padded(torch.tensor([[0, 1, 2, 7, -1], [4, -1, -1, -1, -1]]), [9, 6])
+    assert sel.counts.tolist() == [4, 1] and sel.indices.min() >= 0
+    assert sel.runs() == 3  # row 0: {0, 1, 2}, {7}; row 1: {4}
+    heads = KeySelection(torch.tensor([[[0, 1, 5], [0, 2, 4]]]), torch.tensor([3]), torch.tensor([8]))
+    assert heads.runs() == (2 + 3) / 2  # per-head slots count the mean over the heads
+
+
 def test_selection_equals_attention_over_the_selected_slots():
     q, k, v, lengths = _inputs(2, 4, 2, 3, 16, 90)
     sel, rows, tails = _selection(lengths, 3)

@@ -39,13 +39,12 @@ from hf_ext.generation.vegas.config import VegasConfig
 from hf_ext.generation.vegas.core import (
     QuestPages,
     budget,
-    pad_rows,
     score_row_index,
     streamingllm_indices,
     vegas_indices,
     vegas_indices_from_scores,
 )
-from hf_ext.kernels.chunk_attention import KeySelection, chunk_attention, kernel_applies
+from hf_ext.kernels.chunk_attention import KeySelection, chunk_attention, kernel_applies, pad_rows
 from hf_ext.kernels.gathered_attention import gathered_decode_attention
 
 logger = logging.getLogger(__name__)
@@ -189,21 +188,21 @@ class VegasState:
                 streamingllm_indices(v, s, cfg.sparse_ratio, cfg.min_tokens, cfg.sink_tokens, cfg.page_size)
                 for v, s in zip(valid, seen)
             ]
-            idx = pad_rows(windows, dev)
+            idx = pad_rows(windows).to(dev)
         elif sel == "full":
             tails = [0] * len(valid)
         else:  # quest: pages are chosen per draft step; the selection is the dense tail only
             pages = self.pages.setdefault(layer_idx, QuestPages(cfg.page_size))
             pages.extend(key, min(v for v, r in zip(valid, retired) if not r))
             tails = [pages.covered] * len(valid)
-        counts = torch.zeros(len(valid), dtype=torch.long, device=dev) if idx is None else (idx >= 0).sum(-1)
+        if idx is None:
+            idx = torch.full((len(valid), 1), -1, dtype=torch.long, device=dev)
         if any(retired):  # a finished row's drafts read their own entries only (its output is discarded)
             lengths = cast(InPlaceLayer, self.cache.layers[layer_idx]).lengths
-            for b in (b for b, r in enumerate(retired) if r):
-                counts[b], tails[b] = 0, lengths[b] - q
-        indices = idx.clamp(min=0) if idx is not None else counts.new_zeros(len(valid), 1)
-        self.selection[layer_idx] = KeySelection(indices, counts, torch.tensor(tails, device=dev))
-        self.runs[layer_idx] = _runs(self.selection[layer_idx])
+            idx[torch.tensor(retired, device=dev)] = -1
+            tails = [n - q if r else t for n, r, t in zip(lengths, retired, tails)]
+        self.selection[layer_idx] = KeySelection.from_padded(idx, tails)
+        self.runs[layer_idx] = self.selection[layer_idx].runs()
         self.valid_len, self.budget = valid, ks
 
     def draft_attention(
@@ -219,7 +218,7 @@ class VegasState:
             slots, counts = chosen
             live = ~torch.tensor(self._retired(len(counts)), device=counts.device)
             selection = KeySelection(slots, counts * live, selection.tail_start)
-            runs = _runs(selection)
+            runs = selection.runs()
             self.selection_entries += 2 * pages.n_pages * query.shape[0]
             self.pairs += 2 * pages.n_pages * query.shape[0] * query.shape[1]
         layer = self.cache.layers[layer_idx]
@@ -232,17 +231,6 @@ class VegasState:
         self.pairs += read * query.shape[1]
         self.selection_runs += runs
         return out
-
-
-def _runs(selection: KeySelection) -> float:
-    """Contiguous runs of a selection's slots (a jump in the slot list starts one), summed over rows; per-head
-    slots count the mean over the KV heads."""
-    idx = selection.per_head()
-    live = torch.arange(idx.shape[-1], device=idx.device) < selection.counts[:, None, None]
-    jump = torch.ones_like(idx, dtype=torch.bool)
-    jump[..., 1:] = idx[..., 1:] != idx[..., :-1] + 1
-    starts = live & jump
-    return float(starts.sum()) / idx.shape[1]
 
 
 def _window(module: torch.nn.Module, layer: Any) -> int | None:

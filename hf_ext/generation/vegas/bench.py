@@ -242,11 +242,9 @@ def _calibrate(lm: Any, base: Any, rows: int, context: int, chunk: int, reps: in
         selection = min(selection, t.seconds)
     k, tail = ks[0], torch.full((rows,), valid[0], device=q.device)
     spread = torch.stack([torch.randperm(valid[0], generator=gen)[:k].sort().values for _ in range(rows)])
-    counts = torch.full((rows,), k, device=q.device)
-    runs = int((spread[:, 1:] != spread[:, :-1] + 1).sum()) + rows
     packed = torch.arange(k, device=q.device).expand(rows, -1)
-    reads = {"scattered": KeySelection(spread.to(q.device), counts, tail),
-             "packed": KeySelection(packed, counts, tail)}  # fmt: skip
+    reads = {"scattered": KeySelection.from_padded(spread.to(q.device), tail),
+             "packed": KeySelection.from_padded(packed, tail)}  # fmt: skip
     draft = dict.fromkeys(reads, math.inf)
     for _ in range(reps):
         for name, sel in reads.items():
@@ -255,7 +253,8 @@ def _calibrate(lm: Any, base: Any, rows: int, context: int, chunk: int, reps: in
                     gathered_decode_attention(q[:, :, :1], layer.keys, layer.values, sel, scale=d**-0.5,
                                               length=tail + 1)  # fmt: skip
             draft[name] = min(draft[name], t.seconds)
-    run_seconds = max(0.0, draft["scattered"] - draft["packed"]) / (layers * (runs - rows))
+    extra_runs = reads["scattered"].runs() - reads["packed"].runs()
+    run_seconds = max(0.0, draft["scattered"] - draft["packed"]) / (layers * extra_runs)
     entries = rows * layers * n
     return {"context": context, "batch": rows, "forwards": 0, "kv_entries": entries,
             "pairs": chunk * heads * entries, "seconds": seconds, "selection_seconds": selection,

@@ -30,20 +30,6 @@ def budget(seqlen_k: int, valid_len: int, ratio: float, min_tokens: int, max_len
     return min(max(min(math.ceil(seqlen_k * ratio), cap), min_tokens), valid_len)
 
 
-def pad_rows(rows: Sequence[torch.Tensor], device: torch.device | str = "cpu") -> torch.Tensor:
-    """Stack 1-D int tensors into ``[B, max_len]``, padding with ``-1``.
-
-    Example:
-        >>> pad_rows([torch.tensor([0, 3]), torch.tensor([5])]).tolist()
-        [[0, 3], [5, -1]]
-    """
-    width = max(len(r) for r in rows)
-    out = torch.full((len(rows), width), -1, dtype=torch.long, device=device)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = r
-    return out
-
-
 def score_row_index(rows: int, last: Sequence[int] | None, batch: int) -> torch.Tensor:
     """``[B, S]`` chunk rows whose scores pick the next selection [paper].
 
