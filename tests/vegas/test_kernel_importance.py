@@ -137,3 +137,14 @@ def test_masked_topk_c_kernel_ties_take_lowest_index_and_pads():
     imp = torch.tensor([[1.0, 2.0, 2.0, 2.0, 0.5], [3.0, float("-inf"), 1.0, float("-inf"), float("-inf")]])
     assert masked_topk(imp, 2).tolist() == [[1, 2], [0, 2]]
     assert masked_topk(imp, torch.tensor([4, 3])).tolist() == [[0, 1, 2, 3], [0, 2, -1, -1]]
+
+
+def test_masked_topk_c_kernel_decides_on_the_lowest_bits():
+    # adjacent floats share their top 22 bits, so the select's later digits decide; duplicates tie
+    g = torch.Generator().manual_seed(6)
+    steps = torch.randint(0, 1500, (2, 4000), generator=g)
+    imp = 1.0 + steps.float() * 2.0**-23  # 1 + steps ulps, exact in fp32
+    for k in (1, 37, 2300, 4000):
+        order = torch.sort(-imp, dim=-1, stable=True).indices  # ties: lowest index first
+        expected = order[:, :k].sort(dim=-1).values
+        assert torch.equal(masked_topk(imp, k), expected)

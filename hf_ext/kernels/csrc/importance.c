@@ -1,11 +1,14 @@
 /* Vegas's selection on CPU. importance: the mean over heads and score rows of each cache position's softmax
  * weight (or scaled logit), from the logits the verify's attention wrote, in one pass and without temporaries.
- * masked_topk: the budget's largest scores per row by a radix select, written in ascending order without a sort.
+ * masked_topk: the budget's largest scores per row by a radix select (the row read three times), written in ascending
+ * order without a sort.
  * Built by hf_ext/kernels/_native.py.
  *
  * Layout: logits [B, H, S, n] with unit stride over n (strides sb, sh, ss in floats); lse [B, H, S] contiguous;
  * valid [B]; imp [B, width] contiguous. imp[b][j] = mean over (h, s) for j < valid[b], -inf for j >= valid[b].
  */
+#include <stdlib.h>
+
 #include "vec8.h"
 
 #define CHUNK 1024
@@ -51,21 +54,29 @@ static inline uint32_t order_key(float f) {
     return u & 0x80000000u ? ~u : u | 0x80000000u;
 }
 
-/* The key of the k-th largest of x[0..n) (1 <= k <= n): a radix select, 8 bits per pass over the elements that
- * share the digits found so far (branch-light, unlike a quickselect's data-dependent partitions). */
-static uint32_t kth_largest_key(const float *x, int64_t n, int64_t k) {
-    uint32_t prefix = 0, mask = 0;
-    for (int shift = 24; shift >= 0; shift -= 8) {
-        int64_t hist[256] = {0};
-        for (int64_t j = 0; j < n; ++j) {
-            const uint32_t key = order_key(x[j]);
-            if ((key & mask) == prefix) ++hist[(key >> shift) & 255u];
-        }
-        int bin = 255;
-        for (; bin > 0 && hist[bin] < k; --bin) k -= hist[bin];
-        prefix |= (uint32_t)bin << shift;
-        mask |= 255u << shift;
+/* The key of the k-th largest of x[0..n) (1 <= k <= n) and, in *above, how many keys exceed it: a radix select
+ * whose first digit is the keys' top 11 bits (hist: their counts over the row, then scratch), then the next 11
+ * and the last 10 bits over the few elements that share the digits found so far (copied once). */
+static uint32_t kth_largest_key(const float *x, int64_t n, int64_t k, int64_t *hist, int64_t *above) {
+    int64_t bin = 2047, m = 0;
+    *above = 0;
+    for (; hist[bin] < k; --bin) k -= hist[bin], *above += hist[bin];
+    uint32_t *cand = malloc((size_t)hist[bin] * sizeof *cand);
+    for (int64_t j = 0; j < n; ++j) {
+        const uint32_t key = order_key(x[j]);
+        if (key >> 21 == (uint32_t)bin) cand[m++] = key;
     }
+    uint32_t prefix = (uint32_t)bin << 21;
+    for (int shift = 10; shift >= 0; shift -= 10) {
+        const uint32_t digits = shift ? 2047u : 1023u, high = ~0u << (shift + (shift ? 11 : 10));
+        memset(hist, 0, 2048 * sizeof *hist);
+        for (int64_t j = 0; j < m; ++j)
+            if ((cand[j] & high) == prefix) ++hist[(cand[j] >> shift) & digits];
+        bin = digits;
+        for (; hist[bin] < k; --bin) k -= hist[bin], *above += hist[bin];
+        prefix |= (uint32_t)bin << shift;
+    }
+    free(cand);
     return prefix;
 }
 
@@ -76,13 +87,14 @@ void masked_topk(const float *imp, int64_t b_n, int64_t n, const int64_t *budget
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
     for (int64_t b = 0; b < b_n; ++b) {
         const float *row = imp + b * n;
-        int64_t *dst = out + b * width, finite = 0, filled = 0;
-        for (int64_t j = 0; j < n; ++j) finite += row[j] > -INFINITY;
+        int64_t *dst = out + b * width, finite = n, filled = 0, above = 0, hist[2048] = {0};
+        for (int64_t j = 0; j < n; ++j) {
+            ++hist[order_key(row[j]) >> 21];
+            finite -= row[j] == -INFINITY;
+        }
         const int64_t k = budget[b] < finite ? budget[b] : finite;
         if (k > 0) {
-            const uint32_t thr = kth_largest_key(row, n, k);
-            int64_t above = 0;
-            for (int64_t j = 0; j < n; ++j) above += order_key(row[j]) > thr;
+            const uint32_t thr = kth_largest_key(row, n, k, hist, &above);
             int64_t ties = k - above;
             for (int64_t j = 0; j < n && filled < k; ++j) {
                 const uint32_t key = order_key(row[j]);
