@@ -34,7 +34,7 @@ per position.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 
 import torch
 
@@ -69,10 +69,13 @@ class KeySelection:
             head its own ``counts[b]`` slots); entries past ``counts[b]`` are ignored.
         counts: ``[B]`` int64 in ``[0, n]``: selected slots per row.
         tail_start: ``[B]`` int64: the first slot of each row's dense tail.
+        validate: Check the arguments (default). ``False`` skips the checks, for slots that are valid by
+            construction (a top-k's ascending indices, as Vegas's selection after each verify): the kernel
+            reads the cache at these slots unchecked, so invalid ones read outside the row.
 
     Raises:
-        ValueError: wrong dtypes or shapes, or a row whose selected slots are not strictly ascending in
-            ``[0, tail_start[b])``.
+        ValueError: with ``validate``, wrong dtypes or shapes, or a row whose selected slots are not strictly
+            ascending in ``[0, tail_start[b])``.
 
     Example:
         >>> sel = KeySelection.from_rows([torch.tensor([0, 5]), torch.tensor([2])], tail_start=[9, 4])
@@ -85,8 +88,11 @@ class KeySelection:
     indices: torch.Tensor
     counts: torch.Tensor
     tail_start: torch.Tensor
+    validate: InitVar[bool] = True
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, validate: bool) -> None:
+        if not validate:
+            return
         idx, counts, tail = self.indices, self.counts, self.tail_start
         if any(t.dtype != torch.int64 for t in (idx, counts, tail)):
             raise ValueError("`indices`, `counts` and `tail_start` must be int64 tensors.")
@@ -112,11 +118,13 @@ class KeySelection:
             )
 
     @classmethod
-    def from_padded(cls, indices: torch.Tensor, tail_start: Sequence[int] | torch.Tensor) -> KeySelection:
+    def from_padded(
+        cls, indices: torch.Tensor, tail_start: Sequence[int] | torch.Tensor, *, validate: bool = True
+    ) -> KeySelection:
         """From ``[B, n]`` selected slots per row, ascending and ``-1``-padded at the end of a row (as
         :func:`pad_rows` and ``masked_topk`` give them), and each row's tail start."""
         tail = torch.as_tensor(tail_start, dtype=torch.int64, device=indices.device)
-        return cls(indices.clamp(min=0), (indices >= 0).sum(-1), tail)
+        return cls(indices.clamp(min=0), (indices >= 0).sum(-1), tail, validate)
 
     @classmethod
     def from_rows(cls, rows: Sequence[torch.Tensor], tail_start: Sequence[int]) -> KeySelection:

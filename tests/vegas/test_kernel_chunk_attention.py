@@ -262,3 +262,13 @@ def test_a_shared_header_is_part_of_the_build_key(monkeypatch, tmp_path):
         assert len(list((tmp_path / "cache" / "kernels").glob("probe-*.so"))) == 2
     finally:
         _native.load.cache_clear()
+
+
+def test_key_selection_validate_false_skips_the_checks():
+    idx = torch.tensor([[3, 1]])  # not ascending: rejected when validated
+    with pytest.raises(ValueError, match="strictly ascending"):
+        KeySelection(idx, torch.tensor([2]), torch.tensor([5]))
+    sel = KeySelection(idx, torch.tensor([2]), torch.tensor([5]), validate=False)
+    assert sel.indices is idx
+    ok = KeySelection.from_padded(torch.tensor([[1, 3, -1]]), [5], validate=False)
+    assert ok.counts.tolist() == [2] and ok.indices.tolist() == [[1, 3, 0]]

@@ -201,7 +201,7 @@ class VegasState:
             lengths = cast(InPlaceLayer, self.cache.layers[layer_idx]).lengths
             idx[torch.tensor(retired, device=dev)] = -1
             tails = [n - q if r else t for n, r, t in zip(lengths, retired, tails)]
-        self.selection[layer_idx] = KeySelection.from_padded(idx, tails)
+        self.selection[layer_idx] = KeySelection.from_padded(idx, tails, validate=False)
         self.runs[layer_idx] = self.selection[layer_idx].runs()
         self.valid_len, self.budget = valid, ks
 
@@ -217,7 +217,7 @@ class VegasState:
         if pages is not None and chosen is not None:  # Quest: this step's pages per KV head, then the tail
             slots, counts = chosen
             live = ~torch.tensor(self._retired(len(counts)), device=counts.device)
-            selection = KeySelection(slots, counts * live, selection.tail_start)
+            selection = KeySelection(slots, counts * live, selection.tail_start, validate=False)
             runs = selection.runs()
             self.selection_entries += 2 * pages.n_pages * query.shape[0]
             self.pairs += 2 * pages.n_pages * query.shape[0] * query.shape[1]
