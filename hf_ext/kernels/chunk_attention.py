@@ -122,7 +122,8 @@ class KeySelection:
         cls, indices: torch.Tensor, tail_start: Sequence[int] | torch.Tensor, *, validate: bool = True
     ) -> KeySelection:
         """From ``[B, n]`` selected slots per row, ascending and ``-1``-padded at the end of a row (as
-        :func:`pad_rows` and ``masked_topk`` give them), and each row's tail start."""
+        :func:`pad_rows` and ``masked_topk`` give them), and each row's tail start; ``validate`` as for the
+        class."""
         tail = torch.as_tensor(tail_start, dtype=torch.int64, device=indices.device)
         return cls(indices.clamp(min=0), (indices >= 0).sum(-1), tail, validate)
 

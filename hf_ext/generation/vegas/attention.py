@@ -12,8 +12,8 @@ The function is registered with transformers' ``AttentionInterface`` and reads t
 * ``"draft"`` on a global layer: the draft token's K/V are written to the cache like any token's (the verify
   overwrites them; the loop rolls the lengths back after drafting) and one decode attention reads the
   selection and the tail in place (``hf_ext.kernels.gathered_decode_attention``; nothing is copied). Quest
-  reads its pages per step and merges them with the tail by log-sum-exp. Sliding-window layers attend over
-  their window.
+  chooses its pages per step and KV head and reads them with the tail the same way, in one softmax.
+  Sliding-window layers attend over their window.
 
 With an :class:`~hf_ext.generation.vegas.cache.InPlaceCache` the rows of a batch may hold different lengths;
 the function then builds each row's mask itself from the layers' lengths (the host's mask assumes equal rows),

@@ -68,7 +68,8 @@ static uint32_t kth_largest_key(const float *x, int64_t n, int64_t k, int64_t *h
     }
     uint32_t prefix = (uint32_t)bin << 21;
     for (int shift = 10; shift >= 0; shift -= 10) {
-        const uint32_t digits = shift ? 2047u : 1023u, high = ~0u << (shift + (shift ? 11 : 10));
+        const int bits = shift ? 11 : 10; /* this digit's width: bits [shift, shift + bits) */
+        const uint32_t digits = (1u << bits) - 1, high = ~0u << (shift + bits);
         memset(hist, 0, 2048 * sizeof *hist);
         for (int64_t j = 0; j < m; ++j)
             if ((cand[j] & high) == prefix) ++hist[(cand[j] >> shift) & digits];
