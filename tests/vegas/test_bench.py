@@ -185,3 +185,66 @@ def test_a_drafts_selection_costs_its_runs_at_the_timed_rate():
     _, shares, _ = apply_cost_model([*rows, *arms], calibration, PARAM_BYTES, KV_ENTRY)
     assert all(a["model_vs_measured"] == pytest.approx(1.0) for a in arms)
     assert shares["vegas"]["scatter"] > 100 * shares["sink+window"]["scatter"] > 0
+
+
+def test_paired_summary_takes_each_rounds_ratio_then_their_median_and_range():
+    from hf_ext.generation.vegas.bench import paired_summary
+
+    times = {"plain": [2.0, 3.0, 4.0, 2.0], "v": [1.0, 2.0, 2.0, 2.0], "q": [1.5, 2.0, 3.0, 3.0]}
+    out = paired_summary(times, ("plain", "v", "q"))
+    assert out["rounds"] == 4 and (out["plain"], out["vegas"], out["rival"]) == ("plain", "v", "q")
+    assert out["vs_plain"] == {"median": 1.75, "min": 1.0, "max": 2.0}  # ratios 2, 1.5, 2, 1
+    assert out["vs_rival"] == {"median": 1.5, "min": 1.0, "max": 1.5}  # ratios 1.5, 1, 1.5, 1.5
+
+
+def test_paired_summary_rejects_rounds_of_unequal_length():
+    from hf_ext.generation.vegas.bench import paired_summary
+
+    with pytest.raises(ValueError, match="same number"):
+        paired_summary({"p": [1.0, 2.0], "v": [1.0], "q": [1.0]}, ("p", "v", "q"))
+    with pytest.raises(ValueError, match="same number"):
+        paired_summary({"p": [], "v": [], "q": []}, ("p", "v", "q"))
+
+
+def test_paired_rounds_rotate_the_order_and_stop_starting_rounds_past_the_budget():
+    from hf_ext.generation.vegas.bench import paired_rounds
+
+    calls = []
+
+    def decode(system):
+        calls.append(system)
+        return {"p": 3.0, "v": 2.0, "q": 2.5}[system]
+
+    out = paired_rounds(decode, ("p", "v", "q"), 4, budget_s=1e9)
+    assert calls == ["p", "v", "q", "v", "q", "p", "q", "p", "v", "p", "v", "q"]
+    assert out["rounds"] == 4 and out["vs_plain"]["median"] == 1.5 and out["vs_rival"]["median"] == 1.25
+    calls.clear()
+    assert paired_rounds(decode, ("p", "v", "q"), 10, budget_s=0.0)["rounds"] == 3  # three always run
+
+
+def test_paired_contenders_are_the_best_plain_arm_and_each_sparse_side_at_its_fastest_gamma():
+    from hf_ext.generation.vegas.bench import KERNEL, PLAIN, STATIC, paired_contenders
+
+    seconds = {PLAIN: 3.0, STATIC: 4.0, KERNEL: 2.0, "vegas": 2.5, "vegas (gamma 1)": 1.5, "quest": 1.8,
+               "quest (gamma 3)": 1.6, "sink+window (gamma 1)": 1.7, "full-kv oracle": 1.0}  # fmt: skip
+    names = {"vegas": ("vegas", 6), "vegas (gamma 1)": ("vegas", 1), "quest": ("quest", 6),
+             "quest (gamma 3)": ("quest", 3), "sink+window (gamma 1)": ("sink+window", 1),
+             "full-kv oracle": ("full-kv oracle", 6)}  # fmt: skip
+    # the oracle is faster than all, but not a rival
+    assert paired_contenders(seconds, names) == (KERNEL, "vegas (gamma 1)", "quest (gamma 3)")
+    with pytest.raises(ValueError, match="other than Vegas"):
+        paired_contenders(seconds, {"vegas": ("vegas", 6), "full-kv oracle": ("full-kv oracle", 6)})
+
+
+def test_paired_verdicts_judge_the_medians():
+    from hf_ext.generation.vegas.bench import _verdicts, paired_summary
+
+    paired = paired_summary({"p": [1.6, 1.2], "v": [1.0, 1.0], "q": [1.0, 1.4]}, ("p", "v", "q"))
+    rows = [_arm("vegas", 0.3, 0.5), {**_arm("vegas", 0.7, 1.4, gamma=1), "_paired": paired},
+            _arm("quest", 0.6, 0.45)]  # fmt: skip
+    notes = _verdicts(rows)
+    assert notes[-2] == (
+        "N=64 batch 8, median of 2 paired rounds (v vs p and q): Vegas >= 1.3x the best plain greedy: "
+        "MET (1.40x; rounds 1.20-1.60x)"
+    )
+    assert notes[-1].endswith("the best other sparse self-draft: MET (1.20x; rounds 1.00-1.40x)")

@@ -13,16 +13,20 @@ Per context, one batch-8 prefill fills an :class:`~hf_ext.generation.vegas.cache
 decodes from it after its lengths are reset (decoding writes only past the prompt, so the prefix is shared and
 never copied), the batch-1 settings from its first row. Timing covers decode only; the full run decodes
 every system three times, round robin, and keeps its fastest time (this shared host's speed drifts between
-minutes). Counted costs beside the times: alpha, tau, KV entries and weight bytes read per token, a cost
-model of a step (per forward, bytes, query-key arithmetic; fitted on the plain arms and timings of the
-verify's attention alone, the self-draft loop's fixed cost per forward timed on a short context) whose
-predicted tokens/s ratio is compared with the measured one and extrapolated to an H200, and the attention
-mass each selection keeps.
+minutes). At the largest setting the speed targets' three contenders (the best plain arm, Vegas and the best
+other sparse arm, each at its fastest gamma) then run up to ten more rounds, and the targets are also judged
+on the median of those rounds' ratios (:func:`paired_rounds`). Counted costs beside the times: alpha, tau,
+KV entries and weight bytes read per token, a cost model of a step (per forward, bytes, query-key arithmetic;
+fitted on the plain arms and timings of the verify's attention alone, the self-draft loop's fixed cost per
+forward timed on a short context) whose predicted tokens/s ratio is compared with the measured one and
+extrapolated to an H200, and the attention mass each selection keeps.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
+import time
 from typing import Any, cast
 
 import torch
@@ -41,6 +45,8 @@ QUESTION = 64  # bytes of the early function repeated after the marker
 LOOP_CONTEXT = 128  # tokens of the prompt that times the self-draft loop's fixed cost per forward
 SHARES = ("forward", "bytes", "pairs", "selection", "scatter")  # the cost model's terms
 GAMMA_SWEEP = (1, 2, 3)  # draft lengths tried for every sparse arm at the largest setting (the paper's is 6)
+PAIRED_ROUNDS = 10  # extra rounds at the largest setting for the speed targets: best plain, Vegas, best rival
+PAIRED_SECONDS = 75.0  # no paired round starts past this many seconds of them (three always run)
 # H200 (stated, not measured): HBM bandwidth, per-forward launch overhead of a 4-layer model, bf16.
 H200_BW, H200_FORWARD_S, BF16 = 4.8e12, 60e-6, 2
 
@@ -119,13 +125,17 @@ def _setting(
     runs: tuple[tuple[str, int], ...],
     setting: dict[str, Any],
     repeats: int,
+    paired: int = 0,
 ) -> list[dict[str, Any]]:
     """Rows of one (context, batch) setting: three plain baselines (SDPA on the in-place cache and on
     transformers' ``StaticCache``; the verify's ``chunk_attention`` kernel on the in-place cache, so that no
     arm's speed comes from the kernel alone), then the self-draft ``runs`` (arm, gamma); a run at a gamma
     other than the setting's is named with it (the gamma sweep). Every system is decoded ``repeats`` times in
     turn (round robin, so that a slow spell of the shared host falls on all of them, the plain arms included)
-    and timed by its fastest run; greedy decoding gives the same tokens and counters every time."""
+    and timed by its fastest run; greedy decoding gives the same tokens and counters every time. With
+    ``paired`` rounds, the best plain arm, Vegas at its fastest gamma and the fastest other sparse arm then
+    run that many more rounds on their own (:func:`paired_rounds`); Vegas's row carries their summary as
+    ``_paired``."""
     from hf_ext.generation.vegas.attention import attention_implementation, register_chunk_attention
     from hf_ext.generation.vegas.config import VegasConfig
     from hf_ext.generation.vegas.generate import vegas_generate
@@ -190,12 +200,66 @@ def _setting(
                 "_runs": cost["runs"],
             }
         )
+    if paired:
+        duel = paired_contenders(seconds, names)
+        by_system = {r["system"]: r for r in rows}
+        by_system[duel[1]]["_paired"] = paired_rounds(lambda system: run(system)[1], duel, paired)
     t_best = min(seconds[name] for name in PLAIN_ARMS)
     for row in rows:
         t = row.pop("_seconds")
         row["tokens_per_s"] = emitted / t
         row["tokens_per_s_ratio"] = t_best / t
     return rows
+
+
+def paired_contenders(seconds: dict[str, float], names: dict[str, tuple[str, int]]) -> tuple[str, str, str]:
+    """From a setting's fastest times per system, ``(best plain arm, Vegas at its fastest gamma, the
+    fastest other sparse arm at its fastest gamma)``; ``names`` maps each self-draft system to its
+    ``(arm, gamma)``."""
+    plain = min(PLAIN_ARMS, key=seconds.__getitem__)
+    vegas = min((s for s, (arm, _) in names.items() if arm == "vegas"), key=seconds.__getitem__)
+    rivals = [s for s, (arm, _) in names.items() if arm in SPARSE and arm != "vegas"]
+    if not rivals:
+        raise ValueError(f"paired rounds need a sparse arm other than Vegas; got {sorted(names)}.")
+    return plain, vegas, min(rivals, key=seconds.__getitem__)
+
+
+def paired_rounds(
+    decode: Any, contenders: tuple[str, str, str], rounds: int, budget_s: float = PAIRED_SECONDS
+) -> dict[str, Any]:
+    """Time ``contenders`` (plain, Vegas, rival) ``rounds`` more times and compare Vegas with each baseline
+    within a round (:func:`paired_summary`). Unlike :func:`~hf_ext.benchmarking.interleaved_times`, the order
+    rotates every round, ``decode(system)`` returns its own seconds (decode only, as in the grid: a
+    ``StaticCache`` copy is not timed), and a round starts only within ``budget_s`` of the first (three always
+    run), so that a slow host cannot push the benchmark past its time budget."""
+    times: dict[str, list[float]] = {s: [] for s in contenders}
+    start = time.perf_counter()
+    for r in range(rounds):
+        if r >= 3 and time.perf_counter() - start > budget_s:
+            break
+        for system in contenders[r % 3 :] + contenders[: r % 3]:
+            times[system].append(decode(system))
+    return paired_summary(times, contenders)
+
+
+def paired_summary(times: dict[str, list[float]], contenders: tuple[str, str, str]) -> dict[str, Any]:
+    """Per round, each baseline's time over Vegas's (``> 1``: Vegas faster), and over the rounds their median,
+    smallest and largest: a slow spell of the shared host slows every system of a round alike, so a ratio
+    within a round moves less than one of fastest times taken from different rounds.
+
+    Args:
+        times: seconds per round of each of ``contenders``, all of the same length.
+        contenders: ``(plain, vegas, rival)`` system names.
+    """
+    plain, vegas, rival = contenders
+    if len({len(times[s]) for s in contenders}) != 1 or not times[vegas]:
+        raise ValueError(f"`times` must hold the same number (>= 1) of rounds per contender, got {times}.")
+    out: dict[str, Any] = {"plain": plain, "vegas": vegas, "rival": rival, "rounds": len(times[vegas]),
+                           "seconds": times}  # fmt: skip
+    for key, base in (("vs_plain", plain), ("vs_rival", rival)):
+        ratios = [b / v for b, v in zip(times[base], times[vegas])]
+        out[key] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+    return out
 
 
 def _calibrate(lm: Any, base: Any, rows: int, context: int, chunk: int, reps: int = 3) -> dict[str, Any]:
@@ -303,10 +367,11 @@ def _grid(
     repeats: int,
     device: str = "cpu",
     sweep: tuple[int, ...] = (),
+    paired: int = 0,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     """Rows of every (context, batch) setting at ``gamma`` (at the largest context and batch also the sparse
-    arms at each gamma of ``sweep``, in the same round robin as the plain arms); the verify calibrations; the
-    loop calibrations; the model's recipe."""
+    arms at each gamma of ``sweep``, in the same round robin as the plain arms, then ``paired`` rounds of the
+    speed targets' contenders); the verify calibrations; the loop calibrations; the model's recipe."""
     from hf_ext.generation.vegas._bench_lm import byte_llama
     from hf_ext.generation.vegas.cache import InPlaceCache
 
@@ -323,12 +388,14 @@ def _grid(
             lm(prompt[:, :-1], cache=base, use_cache=True, logits_to_keep=1)
         for b in sorted(batches):
             runs = [(a, gamma) for a in arms]
-            if (n, b) == (max(contexts), max(batches)):  # the sweep, interleaved with the plain arms
+            top = (n, b) == (max(contexts), max(batches))
+            if top:  # the sweep, interleaved with the plain arms
                 runs += [(a, g) for g in sweep for a in arms if a in SPARSE]
             setting = {"context": n, "batch": b, "gamma": gamma}
             rows += _setting(
-                lm, prompt[:b], base, new=new, runs=tuple(runs), setting=setting, repeats=repeats
-            )
+                lm, prompt[:b], base, new=new, runs=tuple(runs), setting=setting, repeats=repeats,
+                paired=paired if top else 0,
+            )  # fmt: skip
             calibration.append(_calibrate(lm, base, b, n, gamma + 1))
         del base
     return rows, calibration, loop, recipe
@@ -542,7 +609,7 @@ def _verdicts(rows: list[dict[str, Any]]) -> list[str]:
                         f"{top_v['tokens_per_s_ratio'] / max(others):.2f}x",
                     )
                 )
-    return notes + _tuned_verdicts(every)
+    return notes + _tuned_verdicts(every) + _paired_verdicts(rows)
 
 
 def _fastest_per_arm(rows: list[dict[str, Any]], setting: tuple[int, int]) -> dict[str, dict[str, Any]]:
@@ -583,6 +650,31 @@ def _tuned_verdicts(drafts: list[dict[str, Any]]) -> list[str]:
             )
         )
     return notes
+
+
+def _paired_verdicts(rows: list[dict[str, Any]]) -> list[str]:
+    """The speed targets from the paired rounds (:func:`paired_rounds`), where they ran: the median over
+    rounds of each baseline's time over Vegas's in the same round, with the smallest and largest."""
+    row = next((r for r in rows if "_paired" in r), None)
+    if row is None:
+        return []
+    p = row["_paired"]
+    where = (
+        f"N={row['context']} batch {row['batch']}, median of {p['rounds']} paired rounds ({p['vegas']} vs "
+        f"{p['plain']} and {p['rival']})"
+    )
+    targets = (
+        ("vs_plain", 1.3, "the best plain greedy"),
+        ("vs_rival", 1.1, "the best other sparse self-draft"),
+    )
+    return [
+        verdict(
+            f"{where}: Vegas >= {target}x {name}",
+            p[key]["median"] >= target,
+            f"{p[key]['median']:.2f}x; rounds {p[key]['min']:.2f}-{p[key]['max']:.2f}x",
+        )
+        for key, target, name in targets
+    ]
 
 
 def _report(
@@ -655,6 +747,9 @@ def _report(
         f"{100 * shares['fixed']:.1f}% fixed time; per arm (measured alpha/tau kept): "
         + "; ".join(f"{p['system']} {p['h200_speedup']:.2f}x" for p in proj),
     ]
+    paired = next((r["_paired"] for r in rows if "_paired" in r), None)
+    if paired is not None:
+        config = {**config, "paired": paired}
     head = headline(rows, top)
     clean = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
     for r in clean:
@@ -690,8 +785,9 @@ def _run(contexts: tuple[int, ...], batches: tuple[int, ...], arms: tuple[str, .
     from hf_ext.generation.vegas._bench_lm import byte_llama
 
     with pinned_threads(THREADS):
+        repeats, paired = (1, 0) if quick else (3, PAIRED_ROUNDS)
         rows, calibration, loop, recipe = _grid(
-            contexts, batches, arms, new, gamma, 1 if quick else 3, device, sweep
+            contexts, batches, arms, new, gamma, repeats, device, sweep, paired
         )
         lm = byte_llama()[0].to(device)
         mass_rows = min(8, max(batches))
