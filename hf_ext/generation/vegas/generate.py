@@ -246,9 +246,15 @@ class _Loop:
         )
         return cast(torch.Tensor, out.logits[:, -keep:].float())
 
-    def process(self, ids: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
-        """One row's processed scores ``[V]`` after the prefix ``ids`` ``[t]``."""
-        return cast(torch.Tensor, self.processor(ids[None], raw[None])[0])
+    def process(self, ids: torch.Tensor, extra: list[int], raw: torch.Tensor) -> torch.Tensor:
+        """One row's processed scores ``[V]`` after the prefix ``ids`` ``[t]`` and then the tokens ``extra``.
+        The prefix is built only when a logits processor is there to read it (without one the scores are the
+        raw logits, as ``LogitsProcessorList`` returns them): copying the whole row for every token would cost
+        time that grows with the context."""
+        if not self.processor:
+            return raw
+        prefix = torch.cat([ids, ids.new_tensor(extra)]) if extra else ids
+        return cast(torch.Tensor, self.processor(prefix[None], raw[None])[0])
 
     def pick(self, scores: torch.Tensor) -> int:
         """A token from processed scores ``[V]``: argmax, or a sample when ``do_sample``."""
@@ -289,7 +295,7 @@ class _Loop:
             self.cache.activate_past_recording()
         rows = []
         for b, ids in enumerate(input_ids):
-            scores = self.process(ids, logits[b, 0])
+            scores = self.process(ids, [], logits[b, 0])
             tok = self.pick(scores)
             self.record(b, [tok], [scores], [logits[b, 0]])
             rows.append(torch.cat([ids, ids.new_tensor([tok])]))
@@ -315,7 +321,7 @@ class _Loop:
             for b, ids in enumerate(rows):
                 if not live[b]:
                     continue
-                s = self.process(torch.cat([ids, ids.new_tensor(tokens[b])]), logits[b, 0])
+                s = self.process(ids, tokens[b], logits[b, 0])
                 tok = self.pick(s)
                 tokens[b].append(tok)
                 scores[b].append(s)
@@ -344,8 +350,7 @@ class _Loop:
                 out.append(([], 0, [], []))
                 continue
             g = len(t)
-            prefixes = [torch.cat([ids, ids.new_tensor(t[:i])]) for i in range(g + 1)]
-            target = torch.stack([self.process(p, logits[b, i]) for i, p in enumerate(prefixes)])
+            target = torch.stack([self.process(ids, t[:i], logits[b, i]) for i in range(g + 1)])
             draft = torch.tensor([t], dtype=torch.long, device=target.device)
             if self.gen.do_sample:
                 q = torch.softmax(torch.stack(draft_scores[b]), -1) if g else target[:0]
