@@ -78,6 +78,30 @@ def test_batch_rows_equal_the_same_prompts_decoded_alone(arch, selector):
     assert s.emitted == sum(a.vegas_stats.emitted for a in alone)
 
 
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_the_batched_greedy_path_decides_as_the_per_row_path(arch):
+    # without a logits processor a forward's rows are picked and accepted with one batched argmax; a processor
+    # that changes nothing forces the per-row path, which must give the same tokens and counters (ragged rows:
+    # an EOS inside a draft, rows finishing at different iterations, the max_length cut)
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    class Unchanged(LogitsProcessor):
+        def __call__(self, input_ids, scores):
+            return scores
+
+    lm = _model(arch).double()
+    ids = torch.cat([_prompt(seed=s) for s in range(3)])
+    eos = int(lm.generate(ids[:1], max_new_tokens=24, do_sample=False)[0, 150 + 9])
+    fast = _vegas(lm, ids, eos_token_id=eos)
+    slow = _vegas(lm, ids, eos_token_id=eos, logits_processor=LogitsProcessorList([Unchanged()]))
+    assert torch.equal(fast.sequences, slow.sequences)
+    assert torch.equal(fast.sequences, lm.generate(ids, max_new_tokens=24, do_sample=False, eos_token_id=eos))
+    a, b = fast.vegas_stats, slow.vegas_stats
+    counters = ("iterations", "drafted", "accepted", "emitted", "trace")
+    assert [getattr(a, c) for c in counters] == [getattr(b, c) for c in counters]
+    assert 0 < a.acceptance_rate < 1
+
+
 def test_a_finished_row_leaves_the_batch(monkeypatch, caplog):
     import hf_ext.generation.vegas.attention as attention
 

@@ -176,6 +176,9 @@ class _Loop:
     ) -> None:
         self.model = model
         self.processor = logits_processor
+        # greedy with no logits processor: the scores are the raw logits, so each forward's rows are picked
+        # and accepted with one argmax for the batch instead of per-row tensor calls
+        self.raw_greedy = not generation_config.do_sample and not logits_processor
         self.stopping = stopping_criteria
         self.gen = generation_config
         self.streamer = streamer
@@ -318,11 +321,12 @@ class _Loop:
             )
             steps += 1
             self.stats.draft_forwards += 1
+            picks = logits[:, 0].argmax(-1).tolist() if self.raw_greedy else None
             for b, ids in enumerate(rows):
                 if not live[b]:
                     continue
                 s = self.process(ids, tokens[b], logits[b, 0])
-                tok = self.pick(s)
+                tok = picks[b] if picks is not None else self.pick(s)
                 tokens[b].append(tok)
                 scores[b].append(s)
                 feed[b] = tok
@@ -343,20 +347,29 @@ class _Loop:
         width = 1 + max(len(t) for t in tokens)
         chunk = [[int(ids[-1]), *t, *[int(ids[-1])] * (width - 1 - len(t))] for ids, t in zip(rows, tokens)]
         self.state.last = [len(t) for t in tokens]
-        logits = self.forward(torch.tensor(chunk, device=rows[0].device), n, self.cache, "verify", width)
+        ids_chunk = torch.tensor(chunk, device=rows[0].device)
+        logits = self.forward(ids_chunk, n, self.cache, "verify", width)
+        if self.raw_greedy:  # a row's matches past its own drafts are matches of the padding: capped below
+            argmax = logits.argmax(-1)
+            matches, argmax_rows = greedy_accept(ids_chunk[:, 1:], argmax)[0].tolist(), argmax.tolist()
         out: list[tuple[list[int], int, list[torch.Tensor], list[torch.Tensor]]] = []
         for b, (ids, t) in enumerate(zip(rows, tokens)):
             if self.state.retired and self.state.retired[b]:
                 out.append(([], 0, [], []))
                 continue
             g = len(t)
-            target = torch.stack([self.process(ids, t[:i], logits[b, i]) for i in range(g + 1)])
-            draft = torch.tensor([t], dtype=torch.long, device=target.device)
-            if self.gen.do_sample:
-                q = torch.softmax(torch.stack(draft_scores[b]), -1) if g else target[:0]
-                n_acc, bonus = speculative_accept(draft, q[None], torch.softmax(target, -1)[None])
+            if self.raw_greedy:
+                target = logits[b, : g + 1]
+                n_acc = min(matches[b], g)
+                bonus = argmax_rows[b][n_acc]
             else:
-                n_acc, bonus = greedy_accept(draft, target.argmax(-1)[None])
+                target = torch.stack([self.process(ids, t[:i], logits[b, i]) for i in range(g + 1)])
+                draft = torch.tensor([t], dtype=torch.long, device=target.device)
+                if self.gen.do_sample:
+                    q = torch.softmax(torch.stack(draft_scores[b]), -1) if g else target[:0]
+                    n_acc, bonus = speculative_accept(draft, q[None], torch.softmax(target, -1)[None])
+                else:
+                    n_acc, bonus = greedy_accept(draft, target.argmax(-1)[None])
             kept = [*t[: int(n_acc)], int(bonus)][: self.gen.max_length - len(ids)]
             hits = [i for i, tok in enumerate(kept) if tok in self.eos]
             kept = kept[: hits[0] + 1] if hits else kept
