@@ -322,12 +322,14 @@ def _reference_masked_topk(imp: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return idx.masked_fill(idx == big, -1)
 
 
-def _native_masked_topk(lib: Any, imp: torch.Tensor, budgets: torch.Tensor) -> torch.Tensor:
+def _native_masked_topk(lib: Any, imp: torch.Tensor, budgets: torch.Tensor) -> torch.Tensor | None:
+    """The compiled radix select, or ``None`` when it could not allocate a row's candidate buffer."""
     imp, budgets = imp.contiguous(), budgets.contiguous()
     b, n = imp.shape
     width = min(int(budgets.max()), n)
     out = torch.empty(b, width, dtype=torch.int64)
-    call(lib.masked_topk, imp, b, n, budgets, width, out, torch.get_num_threads())
+    if call(lib.masked_topk, imp, b, n, budgets, width, out, torch.get_num_threads()):
+        return None
     return out
 
 
@@ -424,6 +426,7 @@ def masked_topk(imp: torch.Tensor, k: int | torch.Tensor, *, backend: str = "aut
         return _triton_masked_topk(imp, budgets)
     if backend == "auto" and imp.device.type == "cpu" and imp.dtype == torch.float32:
         lib = load("importance")
-        if lib is not None:
-            return _native_masked_topk(lib, imp, budgets)
+        picked = None if lib is None else _native_masked_topk(lib, imp, budgets)
+        if picked is not None:
+            return picked
     return _reference_masked_topk(imp, budgets)

@@ -139,6 +139,14 @@ def test_masked_topk_c_kernel_ties_take_lowest_index_and_pads():
     assert masked_topk(imp, torch.tensor([4, 3])).tolist() == [[0, 1, 2, 3], [0, 2, -1, -1]]
 
 
+def test_masked_topk_takes_the_reference_when_the_c_kernel_cannot_allocate(monkeypatch):
+    import hf_ext.kernels.importance as importance
+
+    monkeypatch.setattr(importance, "call", lambda fn, *args: 1)  # the C status of a failed candidate buffer
+    imp = torch.tensor([[0.1, 0.9, 0.3, 0.8], [0.5, 0.0, 0.2, 0.4]])
+    assert masked_topk(imp, torch.tensor([2, 1])).tolist() == [[1, 3], [0, -1]]
+
+
 def test_masked_topk_c_kernel_decides_on_the_lowest_bits():
     # adjacent floats share their top 22 bits, so the select's later digits decide; duplicates tie
     g = torch.Generator().manual_seed(6)

@@ -1,7 +1,8 @@
 /* Vegas's selection on CPU. importance: the mean over heads and score rows of each cache position's softmax
  * weight (or scaled logit), from the logits the verify's attention wrote, in one pass and without temporaries.
  * masked_topk: the budget's largest scores per row by a radix select (the row read three times), written in ascending
- * order without a sort.
+ * order without a sort. It returns 1 if a row's candidate buffer could not be allocated (the caller then takes
+ * another path), 0 otherwise.
  * Built by hf_ext/kernels/_native.py.
  *
  * Layout: logits [B, H, S, n] with unit stride over n (strides sb, sh, ss in floats); lse [B, H, S] contiguous;
@@ -54,14 +55,16 @@ static inline uint32_t order_key(float f) {
     return u & 0x80000000u ? ~u : u | 0x80000000u;
 }
 
-/* The key of the k-th largest of x[0..n) (1 <= k <= n) and, in *above, how many keys exceed it: a radix select
- * whose first digit is the keys' top 11 bits (hist: their counts over the row, then scratch), then the next 11
- * and the last 10 bits over the few elements that share the digits found so far (copied once). */
-static uint32_t kth_largest_key(const float *x, int64_t n, int64_t k, int64_t *hist, int64_t *above) {
+/* The key of the k-th largest of x[0..n) (1 <= k <= n) in *kth and, in *above, how many keys exceed it: a radix
+ * select whose first digit is the keys' top 11 bits (hist: their counts over the row, then scratch), then the next
+ * 11 and the last 10 bits over the few elements that share the digits found so far (copied once). Returns 1 if
+ * that copy could not be allocated, 0 otherwise. */
+static int kth_largest_key(const float *x, int64_t n, int64_t k, int64_t *hist, int64_t *above, uint32_t *kth) {
     int64_t bin = 2047, m = 0;
     *above = 0;
     for (; hist[bin] < k; --bin) k -= hist[bin], *above += hist[bin];
     uint32_t *cand = malloc((size_t)hist[bin] * sizeof *cand);
+    if (!cand) return 1;
     for (int64_t j = 0; j < n; ++j) {
         const uint32_t key = order_key(x[j]);
         if (key >> 21 == (uint32_t)bin) cand[m++] = key;
@@ -78,14 +81,16 @@ static uint32_t kth_largest_key(const float *x, int64_t n, int64_t k, int64_t *h
         prefix |= (uint32_t)bin << shift;
     }
     free(cand);
-    return prefix;
+    *kth = prefix;
+    return 0;
 }
 
 /* masked_topk per row: the budget[b] largest finite scores of imp[b][0..n), as ascending indices, ties at the
  * threshold by lowest index (as the Triton kernel); out[b][width] padded with -1. */
-void masked_topk(const float *imp, int64_t b_n, int64_t n, const int64_t *budget, int64_t width, int64_t *out,
-                 int64_t threads) {
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+int masked_topk(const float *imp, int64_t b_n, int64_t n, const int64_t *budget, int64_t width, int64_t *out,
+                int64_t threads) {
+    int failed = 0;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(| : failed)
     for (int64_t b = 0; b < b_n; ++b) {
         const float *row = imp + b * n;
         int64_t *dst = out + b * width, finite = n, filled = 0, above = 0, hist[2048] = {0};
@@ -94,14 +99,16 @@ void masked_topk(const float *imp, int64_t b_n, int64_t n, const int64_t *budget
             finite -= row[j] == -INFINITY;
         }
         const int64_t k = budget[b] < finite ? budget[b] : finite;
-        if (k > 0) {
-            const uint32_t thr = kth_largest_key(row, n, k, hist, &above);
-            int64_t ties = k - above;
-            for (int64_t j = 0; j < n && filled < k; ++j) {
-                const uint32_t key = order_key(row[j]);
-                if (key > thr || (key == thr && ties-- > 0)) dst[filled++] = j;
-            }
+        uint32_t thr = 0;
+        if (k > 0 && kth_largest_key(row, n, k, hist, &above, &thr)) {
+            failed = 1;
+            continue;
+        }
+        for (int64_t j = 0, ties = k - above; j < n && filled < k; ++j) {
+            const uint32_t key = order_key(row[j]);
+            if (key > thr || (key == thr && ties-- > 0)) dst[filled++] = j;
         }
         for (; filled < width; ++filled) dst[filled] = -1;
     }
+    return failed;
 }
