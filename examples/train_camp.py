@@ -67,6 +67,9 @@ def main() -> None:
     trainer.train()
     if trainer.accelerator.is_main_process:
         print(f"world size {trainer.accelerator.num_processes}: final loss {trainer.state.log_history[-1]}")
+    # Leaving the gloo group to interpreter exit can abort a rank ("terminate called without an active
+    # exception") when its threads are torn down out of order; accelerate's end_training destroys it first.
+    trainer.accelerator.end_training()
 
 
 if __name__ == "__main__":
