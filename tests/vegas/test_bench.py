@@ -248,3 +248,29 @@ def test_paired_verdicts_judge_the_medians():
         "MET (1.40x; rounds 1.20-1.60x)"
     )
     assert notes[-1].endswith("the best other sparse self-draft: MET (1.20x; rounds 1.00-1.40x)")
+
+
+def test_a_cached_model_from_another_recipe_is_stale(tmp_path):
+    import json
+    from dataclasses import asdict
+
+    from hf_ext.generation.vegas import _bench_lm
+
+    stages = [asdict(stage) for stage in _bench_lm.STAGES]
+    (tmp_path / "recipe.json").write_text(json.dumps({"arch": _bench_lm.ARCH, "stages": stages}))
+    assert _bench_lm.stale_recipe(tmp_path) is None
+    older = {**_bench_lm.ARCH, "hidden_size": 256, "num_hidden_layers": 4}
+    (tmp_path / "recipe.json").write_text(json.dumps({"arch": older, "steps": 800}))
+    assert "another recipe" in _bench_lm.stale_recipe(tmp_path)
+    shorter = [{**stages[0], "steps": stages[0]["steps"] - 1}, *stages[1:]]
+    (tmp_path / "recipe.json").write_text(json.dumps({"arch": _bench_lm.ARCH, "stages": shorter}))
+    assert _bench_lm.stale_recipe(tmp_path) is not None
+
+
+def test_a_stage_warms_up_then_decays_to_zero():
+    from hf_ext.generation.vegas._bench_lm import Stage
+
+    stage = Stage(steps=10, batch=1, seq=8, lr=1.0, warmup=2)
+    assert [stage.lr_at(i) for i in (0, 1, 2)] == [0.5, 1.0, 1.0]
+    assert stage.lr_at(6) == pytest.approx(0.5)
+    assert stage.lr_at(10) == pytest.approx(0.0, abs=1e-12)
