@@ -274,3 +274,20 @@ def test_a_stage_warms_up_then_decays_to_zero():
     assert [stage.lr_at(i) for i in (0, 1, 2)] == [0.5, 1.0, 1.0]
     assert stage.lr_at(6) == pytest.approx(0.5)
     assert stage.lr_at(10) == pytest.approx(0.0, abs=1e-12)
+
+
+@requires("transformers")
+def test_train_runs_each_stage_and_records_the_recipe(tmp_path):
+    from hf_ext.assets import verify_manifest
+    from hf_ext.generation.vegas._bench_lm import Stage, stale_recipe, train
+
+    stages = (
+        Stage(steps=2, batch=2, seq=300, lr=1e-3, warmup=1),
+        Stage(steps=1, batch=1, seq=600, lr=1e-3, warmup=1),
+    )
+    recipe = train(tmp_path / "lm", stages=stages)
+    assert recipe["tokens"] == 2 * 2 * 300 + 600
+    assert [s["seq"] for s in recipe["stages"]] == [300, 600]
+    assert set(recipe["held_out_bits_per_byte_by_position"]) == {"0-512", "512-4096", "4096-8192"}
+    assert verify_manifest(tmp_path / "lm") is None
+    assert stale_recipe(tmp_path / "lm") is not None  # not the shipped stages
