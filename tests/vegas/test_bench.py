@@ -257,13 +257,16 @@ def test_a_cached_model_from_another_recipe_is_stale(tmp_path):
     from hf_ext.generation.vegas import _bench_lm
 
     stages = [asdict(stage) for stage in _bench_lm.STAGES]
-    (tmp_path / "recipe.json").write_text(json.dumps({"arch": _bench_lm.ARCH, "stages": stages}))
+    shipped = {"arch": _bench_lm.ARCH, "stages": stages, "numerics": _bench_lm.NUMERICS}
+    (tmp_path / "recipe.json").write_text(json.dumps(shipped))
     assert _bench_lm.stale_recipe(tmp_path) is None
+    (tmp_path / "recipe.json").write_text(json.dumps({**shipped, "numerics": {}}))  # an unpinned build
+    assert _bench_lm.stale_recipe(tmp_path) is not None
     older = {**_bench_lm.ARCH, "hidden_size": 256, "num_hidden_layers": 4}
     (tmp_path / "recipe.json").write_text(json.dumps({"arch": older, "steps": 800}))
     assert "another recipe" in _bench_lm.stale_recipe(tmp_path)
     shorter = [{**stages[0], "steps": stages[0]["steps"] - 1}, *stages[1:]]
-    (tmp_path / "recipe.json").write_text(json.dumps({"arch": _bench_lm.ARCH, "stages": shorter}))
+    (tmp_path / "recipe.json").write_text(json.dumps({**shipped, "stages": shorter}))
     assert _bench_lm.stale_recipe(tmp_path) is not None
 
 
@@ -291,3 +294,18 @@ def test_train_runs_each_stage_and_records_the_recipe(tmp_path):
     assert set(recipe["held_out_bits_per_byte_by_position"]) == {"0-512", "512-4096", "4096-8192"}
     assert verify_manifest(tmp_path / "lm") is None
     assert stale_recipe(tmp_path / "lm") is not None  # not the shipped stages
+
+
+@pytest.mark.slow
+@requires("transformers")
+def test_train_builds_the_same_weights_when_mkl_may_not_use_avx512(tmp_path, monkeypatch):
+    """A CPU without AVX-512, as MKL sees one: the pinned numerics build the same bytes (unpinned, MKL's
+    AVX2 and AVX-512 kernels round differently and the weights differ)."""
+    from hf_ext.generation.vegas._bench_lm import Stage, train
+
+    stages = (Stage(steps=4, batch=2, seq=300, lr=1e-3, warmup=1),)
+    train(tmp_path / "here", stages=stages)
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")
+    train(tmp_path / "avx2", stages=stages)
+    here, avx2 = ((tmp_path / name / "model.safetensors").read_bytes() for name in ("here", "avx2"))
+    assert here == avx2

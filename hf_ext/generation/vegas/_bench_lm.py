@@ -9,7 +9,8 @@ Gemma-3-270M has 15 of 18 layers local and a 262k-token head.
 Recipe (fixed, reproducible): the standard library's ``*.py`` files (tests excluded), split by file into
 train and held-out (every file whose path hashes to 0 mod 20 is held out; the benchmark's prompts come from
 those); byte tokens; 2 layers, hidden 128, 4 heads of 32, MLP 352, RoPE theta 5e5, tied embeddings (0.43 M
-parameters); seed 0, 2 torch threads, in the :data:`STAGES`: 2200 steps of 8 x 512 bytes (AdamW, lr 3e-3,
+parameters); seed 0, 2 torch threads, the :data:`NUMERICS` (so that any x86-64 CPU with AVX2 builds the same
+weights), in the :data:`STAGES`: 2200 steps of 8 x 512 bytes (AdamW, lr 3e-3,
 betas 0.9/0.95, weight decay 0.1, 40 warm-up steps then cosine decay), then 600 steps of 1 x 4096 bytes (a
 fresh AdamW, lr 1e-3, 20 warm-up steps, cosine), so that the model is trained at the lengths it decodes at.
 The first :data:`COPY_STEPS` steps are a copy task (a random printable segment repeated); after them every
@@ -30,7 +31,10 @@ import hashlib
 import json
 import logging
 import math
+import os
 import shutil
+import subprocess
+import sys
 import sysconfig
 from dataclasses import asdict, dataclass
 from functools import cache
@@ -45,6 +49,11 @@ COPIES = 2
 RANDOM_SPANS = 0.5
 COPY_STEPS = 150
 THREADS = 2
+#: The training process's numerics: ATen's CPU kernels capped at AVX2 and MKL in its conditional numerical
+#: reproducibility mode for AVX2, so that a build rounds alike on every x86-64 CPU with AVX2. Without them an
+#: AVX-512 CPU rounds otherwise (ATen's vector width, MKL's GEMM kernels), the runs drift apart over 2800
+#: steps and two machines build two different models.
+NUMERICS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT"}
 EVAL_BYTES, EVAL_EDGES = 8192, (0, 512, 4096, 8192)
 
 
@@ -185,8 +194,32 @@ def _optimizer(lm: Any) -> Any:
 
 
 def train(target: Path, *, stages: tuple[Stage, ...] = STAGES, seed: int = SEED) -> dict[str, Any]:
-    """Train the model through ``stages`` (a fresh AdamW each) and save it (``save_pretrained``) with
-    ``recipe.json`` into ``target``."""
+    """Train the model through ``stages`` (a fresh AdamW each) in a new Python process with the
+    :data:`NUMERICS` environment (read when torch starts, so never in a process that imported it), and save it
+    (``save_pretrained``) with ``recipe.json`` into ``target``; returns the recipe.
+
+    Raises:
+        subprocess.CalledProcessError: the training process failed (its traceback is on stderr).
+    """
+    job = {"target": str(target), "stages": [asdict(stage) for stage in stages], "seed": seed}
+    subprocess.run(
+        [sys.executable, "-c", f"from {__name__} import _train_job; _train_job()"],
+        input=json.dumps(job),
+        text=True,
+        env={**os.environ, **NUMERICS},
+        check=True,
+    )
+    return dict(json.loads((target / "recipe.json").read_text()))
+
+
+def _train_job() -> None:
+    """The training process of :func:`train`: its arguments as JSON on stdin."""
+    job = json.loads(sys.stdin.read())
+    stages = tuple(Stage(**stage) for stage in job["stages"])
+    _train(Path(job["target"]), stages=stages, seed=job["seed"])
+
+
+def _train(target: Path, *, stages: tuple[Stage, ...], seed: int) -> dict[str, Any]:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -235,6 +268,7 @@ def train(target: Path, *, stages: tuple[Stage, ...] = STAGES, seed: int = SEED)
         "train_bytes": int(data.numel()),
         "held_out_files": len(sources["held_out"]),
         "arch": ARCH,
+        "numerics": NUMERICS,
         "wall_seconds": wall.seconds,
         "final_train_loss": sum(losses[-20:]) / 20,
         **report,
@@ -252,10 +286,12 @@ def train(target: Path, *, stages: tuple[Stage, ...] = STAGES, seed: int = SEED)
 
 
 def stale_recipe(target: Path) -> str | None:
-    """Why the build in ``target`` is not this module's recipe (architecture or stages), or ``None``."""
+    """Why the build in ``target`` is not this module's recipe (architecture, stages or numerics), or
+    ``None``."""
     recipe = json.loads((target / "recipe.json").read_text())
-    if recipe.get("arch") != ARCH or recipe.get("stages") != [asdict(stage) for stage in STAGES]:
-        return "built from another recipe (recipe.json differs in arch or stages)"
+    stages = [asdict(stage) for stage in STAGES]
+    if recipe.get("arch") != ARCH or recipe.get("stages") != stages or recipe.get("numerics") != NUMERICS:
+        return "built from another recipe (recipe.json differs in arch, stages or numerics)"
     return None
 
 
