@@ -10,10 +10,9 @@ Recipe (fixed, reproducible): the standard library's ``*.py`` files (tests exclu
 train and held-out (every file whose path hashes to 0 mod 20 is held out; the benchmark's prompts come from
 those); byte tokens; 2 layers, hidden 128, 4 heads of 32, MLP 352, RoPE theta 5e5, tied embeddings (0.43 M
 parameters); seed 0, 2 torch threads, the :data:`NUMERICS` (so that any x86-64 CPU with AVX2 builds the same
-weights), in the :data:`STAGES`: 2200 steps of 8 x 512 bytes (AdamW, lr 3e-3,
-betas 0.9/0.95, weight decay 0.1, 40 warm-up steps then cosine decay), then 450 steps of 1 x 4096 bytes (a
-fresh AdamW, lr 1e-3, 20 warm-up steps, cosine), then 50 steps of 1 x 16384 bytes (a fresh AdamW, lr 5e-4, 5
-warm-up steps, cosine), so that the model is trained at the lengths it decodes at.
+weights); AdamW (betas 0.9/0.95, weight decay 0.1), a fresh one for each of the :data:`STAGES` (512-byte
+windows, then 4096, then 16384, each stage with its warm-up and cosine decay), so that the model is trained at
+the lengths it decodes at.
 The first :data:`COPY_STEPS` steps are a copy task (a random printable segment repeated); after them every
 window gets :data:`COPIES` of its own spans (32-128 bytes, half of them first replaced by random bytes) pasted
 again further on. The size is chosen for the time budget: in 15 minutes of two cores this model trains on
