@@ -62,8 +62,9 @@ def test_apply_predicts_a_draft_arm_and_reports_shares_at_the_largest_setting():
     rows, calibration = _grid()
     arm = _row("vegas", 10, 100.0, 9000.0, extra=500.0, context=512, batch=8)
     arm["tokens_per_s"] = 8 * 4 / (2 * _seconds(arm, 1e-3, 1e6, 1e-6))  # measured: twice the model's time
-    (c, bw, p), shares, c_loop = apply_cost_model([*rows, arm], calibration, PARAM_BYTES, KV_ENTRY)
+    (c, bw, p), shares, c_loop, rates = apply_cost_model([*rows, arm], calibration, PARAM_BYTES, KV_ENTRY)
     assert (c, bw, p) == pytest.approx((1e-3, 1e6, 1e-6), rel=1e-6) and c_loop == {}
+    assert rates == {(r["context"], r["batch"]): bw for r in rows}  # no one-row timings: the fitted rate
     assert all(r["model_ratio"] == pytest.approx(1.0) for r in rows)
     assert arm["model_vs_measured"] == pytest.approx(2.0)
     assert set(shares) == {MODEL_BASE, "vegas"}
@@ -82,10 +83,29 @@ def test_a_draft_forward_costs_the_loops_own_time_from_its_short_context_timing(
     arm = _row("vegas", 10, 100.0, 9000.0, extra=500.0, context=512, batch=8)
     plain_like = _seconds(arm, 1e-3, 1e6, 1e-6)
     arm["tokens_per_s"] = 8 * 4 / (plain_like + 10 * (3e-3 - 1e-3))  # measured: forwards at the loop's cost
-    _, _, c_loop = apply_cost_model([*rows, arm], calibration, PARAM_BYTES, KV_ENTRY, [loop])
+    _, _, c_loop, _ = apply_cost_model([*rows, arm], calibration, PARAM_BYTES, KV_ENTRY, [loop])
     assert c_loop == {8: pytest.approx(3e-3)}
     assert arm["model_vs_measured"] == pytest.approx(1.0)
     assert all(r["model_ratio"] == pytest.approx(1.0) for r in rows)  # plain arms keep c
+
+
+def test_each_setting_prices_bytes_at_its_own_read_rate():
+    from hf_ext.generation.vegas.bench import apply_cost_model, byte_rates
+
+    rows, calibration = _grid()
+    fast = next(x for x in calibration if (x["context"], x["batch"]) == (512, 8))
+    fast["one_row_pairs"] = 1000.0
+    fast["one_row_seconds"] = fast["kv_entries"] * KV_ENTRY / 2e6 + 1000.0 * 1e-6  # reads at 2 MB/s, not 1
+    rates = byte_rates(calibration, 1e-6, KV_ENTRY, 1e6)
+    assert rates.pop((512, 8)) == pytest.approx(2e6) and set(rates.values()) == {1e6}
+    arm = _row("vegas", 10, 100.0, 9000.0, context=512, batch=8)
+    plain = next(r for r in rows if (r["context"], r["batch"]) == (512, 8))
+    arm["tokens_per_s"] = plain["tokens_per_s"]
+    apply_cost_model([*rows, arm], calibration, PARAM_BYTES, KV_ENTRY)
+    # both sides of the ratio at the setting's rate: the plain arm's many bytes are cheaper than at 1 MB/s
+    expected = _seconds(plain, 1e-3, 2e6, 1e-6) / _seconds(arm, 1e-3, 2e6, 1e-6)
+    assert arm["model_ratio"] == pytest.approx(expected)
+    assert expected < _seconds(plain, 1e-3, 1e6, 1e-6) / _seconds(arm, 1e-3, 1e6, 1e-6)
 
 
 @requires("transformers")
@@ -166,7 +186,7 @@ def test_a_vegas_verify_costs_the_timed_selection_and_other_arms_do_not():
             8 * 4 / (_seconds(arm, 1e-3, 1e6, 1e-6) + (4 * 2e-3 if name == "vegas" else 0.0))
         )
         arms.append(arm)
-    _, shares, _ = apply_cost_model([*rows, *arms], calibration, PARAM_BYTES, KV_ENTRY)
+    _, shares, _, _ = apply_cost_model([*rows, *arms], calibration, PARAM_BYTES, KV_ENTRY)
     assert all(a["model_vs_measured"] == pytest.approx(1.0) for a in arms)
     assert shares["vegas"]["selection"] > 0 and shares["sink+window"]["selection"] == 0
 
@@ -182,7 +202,7 @@ def test_a_drafts_selection_costs_its_runs_at_the_timed_rate():
         arm = _row(name, 10, 100.0, 9000.0, extra=0.0, context=512, batch=8, _arm=name, _runs=runs)
         arm["tokens_per_s"] = 8 * 4 / (_seconds(arm, 1e-3, 1e6, 1e-6) + runs * 5e-7)
         arms.append(arm)
-    _, shares, _ = apply_cost_model([*rows, *arms], calibration, PARAM_BYTES, KV_ENTRY)
+    _, shares, _, _ = apply_cost_model([*rows, *arms], calibration, PARAM_BYTES, KV_ENTRY)
     assert all(a["model_vs_measured"] == pytest.approx(1.0) for a in arms)
     assert shares["vegas"]["scatter"] > 100 * shares["sink+window"]["scatter"] > 0
 

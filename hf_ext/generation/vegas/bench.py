@@ -274,7 +274,9 @@ def _calibrate(lm: Any, base: Any, rows: int, context: int, chunk: int, reps: in
     cache, the work a Vegas verify adds; ``selection_seconds``): a cost that is neither bytes of KV nor
     query-key products. And times a draft's attention over a budget of slots read in place, scattered at
     random against the same number in one run (``run_seconds``: the extra time per run of a selection, the
-    cost of reading it through a slot list rather than as one stream)."""
+    cost of reading it through a slot list rather than as one stream). And times the same pass with one query
+    row (``one_row_seconds``: every layer's cache read once, from which :func:`byte_rates` takes the
+    setting's own read rate)."""
     from hf_ext.generation.vegas.config import VegasConfig
     from hf_ext.generation.vegas.core import budget, vegas_indices_from_scores
     from hf_ext.kernels.chunk_attention import KeySelection, chunk_attention
@@ -287,12 +289,16 @@ def _calibrate(lm: Any, base: Any, rows: int, context: int, chunk: int, reps: in
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(rows, heads, chunk, d, generator=gen).to(base.layers[0].keys.device)
     lengths = torch.full((rows,), n, device=q.device)
-    seconds = selection = math.inf
+    seconds = selection = one_row = math.inf
     for _ in range(reps):
         with Timer(q.device) as t:
             for layer in view.layers:
                 chunk_attention(q, layer.keys, layer.values, lengths, scale=d**-0.5)
         seconds = min(seconds, t.seconds)
+        with Timer(q.device) as t:
+            for layer in view.layers:
+                chunk_attention(q[:, :, :1], layer.keys, layer.values, lengths, scale=d**-0.5)
+        one_row = min(one_row, t.seconds)
     first = view.layers[0]
     score_rows = torch.tensor([[0, chunk - 1]] * rows, device=q.device)
     _, lse, logits = chunk_attention(
@@ -326,7 +332,8 @@ def _calibrate(lm: Any, base: Any, rows: int, context: int, chunk: int, reps: in
     entries = rows * layers * n
     return {"context": context, "batch": rows, "forwards": 0, "kv_entries": entries,
             "pairs": chunk * heads * entries, "seconds": seconds, "selection_seconds": selection,
-            "run_seconds": run_seconds}  # fmt: skip
+            "run_seconds": run_seconds, "one_row_seconds": one_row,
+            "one_row_pairs": heads * entries}  # fmt: skip
 
 
 def _calibrate_loop(lm: Any, prompt: torch.Tensor, new: int, gamma: int, repeats: int) -> dict[str, Any]:
@@ -461,13 +468,30 @@ def loop_forward_cost(
     return (loop["seconds"] - nbytes / bw - loop["pairs"] * p) / loop["forwards"]
 
 
+def byte_rates(
+    calibration: list[dict[str, Any]], p: float, kv_entry: int, default: float
+) -> dict[tuple[int, int], float]:
+    """Per ``(context, batch)``, bytes per second at which the kernel reads that setting's cache: its
+    calibration's one-row pass (every layer's cache once) less that pass's query-key arithmetic at ``p``.
+    A cache small enough for the CPU's caches reads faster than one that is not (on the project's host 43
+    GB/s at 67 MB, 23 GB/s at 537 MB), which one fitted rate cannot price. ``default`` where a calibration
+    has no one-row timing or its arithmetic would take the whole time."""
+    rates = {}
+    for x in calibration:
+        reading = x.get("one_row_seconds", 0.0) - x.get("one_row_pairs", 0.0) * p
+        rates[(x["context"], x["batch"])] = x["kv_entries"] * kv_entry / reading if reading > 0 else default
+    return rates
+
+
 def apply_cost_model(
     rows: list[dict[str, Any]],
     calibration: list[dict[str, Any]],
     param_bytes: int,
     kv_entry: int,
     loop: list[dict[str, Any]] | None = None,
-) -> tuple[tuple[float, float, float], dict[str, dict[str, float]], dict[int, float]]:
+) -> tuple[
+    tuple[float, float, float], dict[str, dict[str, float]], dict[int, float], dict[tuple[int, int], float]
+]:
     """Add ``weight_MB_per_token``, ``kv_MB_per_token``, ``model_ratio`` (the cost model's tokens/s ratio vs
     the :data:`MODEL_BASE` plain arm) and ``model_vs_measured`` (its ratio to the measured one vs the same
     arm) to every row.
@@ -476,11 +500,14 @@ def apply_cost_model(
     size, from ``loop``) instead of the plain arms' ``c``; without ``loop`` they cost ``c``. A Vegas row's
     verifies (``_verifies``) also cost the selection's measured time at its setting (a calibration's
     ``selection_seconds``, when present), and every row's drafts the runs of their selections (``_runs``)
-    at the setting's ``run_seconds``.
+    at the setting's ``run_seconds``. Bytes cost the setting's own read rate (:func:`byte_rates`), the fitted
+    ``bw`` where it has none.
 
     Returns the fitted ``(c, bw, p)``, per system at the largest setting the modelled shares of its time
-    (``forward``, ``bytes``, ``pairs``, ``selection``), and the loop's seconds per forward by batch size."""
+    (``forward``, ``bytes``, ``pairs``, ``selection``), the loop's seconds per forward by batch size, and the
+    byte rate per setting."""
     c, bw, p = fit_cost_model(rows, calibration, param_bytes, kv_entry)
+    rate = byte_rates(calibration, p, kv_entry, bw)
     c_loop = {x["batch"]: loop_forward_cost(x, (c, bw, p), param_bytes, kv_entry) for x in loop or []}
     plain = {(r["context"], r["batch"]): r for r in rows if r["system"] == MODEL_BASE}
     select = {(x["context"], x["batch"]): x.get("selection_seconds", 0.0) for x in calibration}
@@ -493,7 +520,7 @@ def apply_cost_model(
         setting = (r["context"], r["batch"])
         selection = r.get("_verifies", 0) * select.get(setting, 0.0) if vegas else 0.0
         scatter = r.get("_runs", 0.0) * per_run.get(setting, 0.0)
-        return f * per_forward, nbytes / bw, pairs * p, selection, scatter
+        return f * per_forward, nbytes / rate.get(setting, bw), pairs * p, selection, scatter
 
     top = max((r["context"], r["batch"]) for r in rows)
     shares = {}
@@ -509,7 +536,7 @@ def apply_cost_model(
         if (r["context"], r["batch"]) == top:
             t = terms(r)
             shares[r["system"]] = {k: v / sum(t) for k, v in zip(SHARES, t)}
-    return (c, bw, p), shares, c_loop
+    return (c, bw, p), shares, c_loop, rate
 
 
 def h200_projection(
@@ -687,7 +714,7 @@ def _report(
     lm_config: Any,
 ) -> BenchReport:
     params = int(recipe.get("parameters", 0)) or _params(lm_config)
-    (c, bw, p_pair), model_shares, c_loop = apply_cost_model(
+    (c, bw, p_pair), model_shares, c_loop, rates = apply_cost_model(
         rows, calibration, 4 * params, entry_bytes(lm_config, 4), loop
     )
     top = max((r["context"], r["batch"]) for r in rows)
@@ -723,7 +750,10 @@ def _report(
         f"cost model, fitted on the plain arms and {len(calibration)} timings of the verify's attention "
         f"alone (never on a self-draft arm): {1e3 * c:.2f} ms per forward + bytes / {bw / 1e9:.2f} GB/s + "
         f"{1e12 * p_pair:.0f} ps per query-head x cache-position pair (weights once per forward; KV per "
-        "entry attended; the selection's key re-reads and page bounds); a self-draft forward costs "
+        "entry attended; the selection's key re-reads and page bounds), bytes priced at each setting's own "
+        "read rate instead (a one-row pass of the kernel over its cache, less its arithmetic: "
+        + ", ".join(f"{v / 1e9:.1f} GB/s at N={n} x batch {b}" for (n, b), v in sorted(rates.items()))
+        + "); a self-draft forward costs "
         f"the loop's own fixed time instead, timed at a {LOOP_CONTEXT}-token context (full-cache drafts) "
         "less its bytes and arithmetic: "
         + ", ".join(f"{1e3 * v:.2f} ms at batch {b}" for b, v in sorted(c_loop.items()))
