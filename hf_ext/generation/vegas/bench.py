@@ -17,9 +17,9 @@ minutes). At the largest setting the speed targets' three contenders (the best p
 other sparse arm, each at its fastest gamma) then run up to ten more rounds, and the targets are also judged
 on the median of those rounds' ratios (:func:`paired_rounds`). Counted costs beside the times: alpha, tau,
 KV entries and weight bytes read per token, a cost model of a step (per forward, bytes, query-key arithmetic;
-fitted on the plain arms and timings of the verify's attention alone, the self-draft loop's fixed cost per
-forward timed on a short context) whose predicted tokens/s ratio is compared with the measured one and
-extrapolated to an H200, and the attention mass each selection keeps.
+fitted on the plain arms and timings of the verify's attention alone, bytes at each setting's own read rate,
+the self-draft loop's fixed cost per forward timed on a short context) whose predicted tokens/s ratio is
+compared with the measured one and extrapolated to an H200, and the attention mass each selection keeps.
 """
 
 from __future__ import annotations
