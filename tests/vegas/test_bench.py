@@ -270,6 +270,60 @@ def test_paired_verdicts_judge_the_medians():
     assert notes[-1].endswith("the best other sparse self-draft: MET (1.20x; rounds 1.00-1.40x)")
 
 
+def test_paired_alpha_interval_resamples_the_prompts_for_both_arms_alike():
+    from hf_ext.generation.vegas.bench import paired_alpha_interval
+
+    assert paired_alpha_interval([(3, 4), (1, 2)], [(3, 4), (1, 2)]) == (0.0, 0.0, 0.0)
+    d, lo, hi = paired_alpha_interval([(3, 4), (1, 2), (5, 6)], [(2, 4), (1, 2), (4, 6)])
+    assert d == pytest.approx(9 / 12 - 7 / 12)
+    assert 0 <= lo <= d <= hi <= 0.25  # never below: the method accepts at least as many in every prompt
+    for method, rival, match in (([(1, 2)], [], "same prompts"), ([(0, 0)], [(1, 2)], "must draft a token")):
+        with pytest.raises(ValueError, match=match):
+            paired_alpha_interval(method, rival)
+
+
+def test_acceptance_verdicts_judge_alpha_per_context_over_the_prompts():
+    from hf_ext.generation.vegas.bench import _acceptance_verdicts
+
+    counts = {"vegas": [(5, 6), (4, 6)], "sink+window": [(3, 6), (3, 6)], "quest": [(6, 6), (4, 6)],
+              "identical": [(1, 1)] * 5 + [(0, 1)]}  # fmt: skip
+    notes = _acceptance_verdicts({4096: counts}, 6)
+    assert notes[0].endswith("token-identical to plain greedy: MISSED (5/6 runs identical)")
+    assert notes[1].startswith(
+        "N=4096, 2 prompts each decoded alone (gamma 6): Vegas alpha >= sink+window and Quest: MISSED "
+        "(0.750 vs sink+window 0.500, quest 0.833; Vegas - sink+window +0.250, 95% bootstrap interval over"
+    )
+    assert _acceptance_verdicts({}, 6) == []
+
+
+@requires("transformers")
+def test_acceptance_pass_decodes_every_prompt_alone_and_prefills_later_blocks_into_the_cache():
+    from hf_ext.generation.vegas.bench import SPARSE, acceptance_pass, prompts
+    from hf_ext.generation.vegas.cache import InPlaceCache
+    from hf_ext.testing import tiny_llama
+
+    lm, n, new = tiny_llama(vocab_size=256), 160, 6
+    first = prompts(n, 2)
+    base = InPlaceCache(lm.config, 2, n + new + 8)
+    with torch.no_grad():
+        lm(first[:, :-1], cache=base, use_cache=True, logits_to_keep=1)
+    counts = acceptance_pass(lm, base, first, 3, new, 2)
+    assert counts["identical"] == [(1, 1)] * 3 * len(SPARSE)
+    assert all(len(counts[arm]) == 3 and all(d >= a >= 0 and d > 0 for a, d in counts[arm]) for arm in SPARSE)
+    assert torch.equal(base.slots[0].keys[0, :, : n - 1], _prefilled(lm, prompts(n, 3)[2:], n + new + 8))
+    with pytest.raises(ValueError, match="`n`=74 leaves no room"):
+        prompts(74, 1)
+
+
+def _prefilled(lm, prompt, length):
+    from hf_ext.generation.vegas.cache import InPlaceCache
+
+    cache = InPlaceCache(lm.config, 1, length)
+    with torch.no_grad():
+        lm(prompt[:, :-1], cache=cache, use_cache=True, logits_to_keep=1)
+    return cache.slots[0].keys[0, :, : prompt.shape[1] - 1]
+
+
 def test_a_cached_model_from_another_recipe_is_stale(tmp_path):
     import json
     from dataclasses import asdict

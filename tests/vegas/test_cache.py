@@ -51,6 +51,23 @@ def test_update_writes_in_place_and_rollback_moves_lengths_only():
         layer.update(torch.ones(2, 1, 7, 1), torch.ones(2, 1, 7, 1))
 
 
+def test_rows_view_a_slice_of_the_buffers_with_fresh_lengths():
+    from hf_ext.generation.vegas.cache import InPlaceCache
+    from hf_ext.testing import tiny_llama
+
+    lm = tiny_llama()
+    cache = InPlaceCache(lm.config, batch_size=3, max_cache_len=8)
+    view = cache.rows(2, 5, first=1)
+    layer, inner = cache.slots[0], view.slots[0]
+    assert inner.lengths == [5, 5] and inner.keys.shape[0] == 2
+    assert inner.keys.data_ptr() == layer.keys[1].data_ptr()  # row 1's buffer, no copy
+    inner.update(torch.ones_like(inner.keys[:, :, :1]), torch.ones_like(inner.values[:, :, :1]))
+    assert layer.keys[1:, :, 5].eq(1).all() and layer.keys[0].eq(0).all() and layer.lengths == [0, 0, 0]
+    for first, count in ((2, 2), (-1, 1), (0, 0)):
+        with pytest.raises(ValueError, match=f"`first`={first} and `count`={count}"):
+            cache.rows(count, 0, first=first)
+
+
 def test_from_cache_copies_a_prefilled_dynamic_cache():
     from transformers import DynamicCache
 

@@ -20,6 +20,9 @@ KV entries and weight bytes read per token, a cost model of a step (per forward,
 fitted on the plain arms and timings of the verify's attention alone, bytes at each setting's own read rate,
 the self-draft loop's fixed cost per forward timed on a short context) whose predicted tokens/s ratio is
 compared with the measured one and extrapolated to an H200, and the attention mass each selection keeps.
+Acceptance is also compared on more text than a grid row holds: per context, an acceptance pass decodes
+:data:`ACCEPTANCE_PROMPTS` prompts each alone with every sparse arm at the paper's gamma and gives Vegas's
+alpha less each rival's with a bootstrap interval over the prompts.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ VS_PLAIN = ("Vegas >= 1.3x the best plain greedy", 1.3)
 VS_RIVAL = ("Vegas >= 1.1x the best other sparse self-draft", 1.1)
 PAIRED_ROUNDS = 10  # extra rounds at the largest setting for the speed targets: best plain, Vegas, best rival
 PAIRED_SECONDS = 75.0  # no paired round starts past this many seconds of them (three always run)
+ACCEPTANCE_PROMPTS = 32  # prompts per context in the acceptance pass, each decoded alone at the paper's gamma
+BOOTSTRAP_DRAWS = 2000  # resamples of the prompts for the interval of an acceptance difference
 # H200 (stated, not measured): HBM bandwidth, per-forward launch overhead of a 4-layer model, bf16.
 H200_BW, H200_FORWARD_S, BF16 = 4.8e12, 60e-6, 2
 
@@ -68,6 +73,8 @@ def prompts(n: int, batch: int) -> torch.Tensor:
     """``[batch, n]`` byte prompts from held-out standard-library files (concatenated to reach ``n``)."""
     from hf_ext.generation.vegas._bench_lm import stdlib_sources
 
+    if n <= len(MARKER) + QUESTION:
+        raise ValueError(f"`n`={n} leaves no room for a file before the marker and the question.")
     files = sorted(stdlib_sources()["held_out"].items(), key=lambda kv: -len(kv[1]))
     rows = []
     for r in range(batch):
@@ -266,6 +273,64 @@ def paired_summary(times: dict[str, list[float]], contenders: tuple[str, str, st
     return out
 
 
+def acceptance_pass(
+    lm: Any, base: Any, prompt: torch.Tensor, count: int, new: int, gamma: int
+) -> dict[str, list[tuple[int, int]]]:
+    """Acceptance per prompt: the first ``count`` rows of :func:`prompts` at ``prompt``'s length, each
+    decoded alone by plain greedy and by every sparse arm at ``gamma``, ``base``'s rows at a time (``base``
+    already holds ``prompt``, the first rows, prefilled; later rows are prefilled into it in turn).
+
+    A grid row at batch 1 is one prompt of ``new`` tokens, whose alpha moves by several hundredths per draft
+    token; this pass gives the acceptance comparison many prompts, and the same prompts to every arm.
+
+    Returns:
+        Per sparse arm, ``(accepted, drafted)`` per prompt; under ``"identical"``, per prompt and sparse arm
+        in turn, ``(1, 1)`` where the arm's tokens equal plain greedy's and ``(0, 1)`` where not.
+    """
+    from hf_ext.generation.vegas.config import VegasConfig
+    from hf_ext.generation.vegas.generate import vegas_generate
+
+    width, n = prompt.shape
+    every = prompts(n, count).to(prompt.device)
+    counts: dict[str, list[tuple[int, int]]] = {arm: [] for arm in (*SPARSE, "identical")}
+    for first in range(0, count, width):
+        block = every[first : first + width]
+        if first:
+            with torch.no_grad():
+                lm(block[:, :-1], cache=base.rows(len(block), 0), use_cache=True, logits_to_keep=1)
+        for r in range(len(block)):
+            row = block[r : r + 1]
+            ref = _decode(lm, row, base.rows(1, n - 1, first=r), new)[0].sequences
+            for arm in SPARSE:
+                vc = VegasConfig(num_draft_tokens=gamma, selector=SELECTORS[arm])
+                view = base.rows(1, n - 1, first=r)
+                out = _decode(lm, row, view, new, custom_generate=vegas_generate, vegas_config=vc)[0]
+                counts[arm].append((out.vegas_stats.accepted, out.vegas_stats.drafted))
+                counts["identical"].append((int(torch.equal(ref, out.sequences)), 1))
+    return counts
+
+
+def paired_alpha_interval(
+    method: list[tuple[int, int]], rival: list[tuple[int, int]], draws: int = BOOTSTRAP_DRAWS, seed: int = 0
+) -> tuple[float, float, float]:
+    """``alpha(method) - alpha(rival)`` over the same prompts and its 95% bootstrap interval: the prompts are
+    resampled with replacement (the same draw for both arms) and each arm's alpha recomputed as accepted over
+    drafted of the draw.
+
+    Args:
+        method, rival: ``(accepted, drafted)`` per prompt, in the same prompt order.
+    """
+    if len(method) != len(rival) or not method:
+        raise ValueError(f"`method` and `rival` need the same prompts (>= 1): {len(method)}, {len(rival)}.")
+    a, b = torch.tensor(method, dtype=torch.float64), torch.tensor(rival, dtype=torch.float64)
+    if (a[:, 1] < 1).any() or (b[:, 1] < 1).any():
+        raise ValueError(f"every prompt of `method` and `rival` must draft a token, got {method}, {rival}.")
+    pick = torch.randint(len(method), (draws, len(method)), generator=torch.Generator().manual_seed(seed))
+    diff = a[pick, 0].sum(1) / a[pick, 1].sum(1) - b[pick, 0].sum(1) / b[pick, 1].sum(1)
+    lo, hi = torch.quantile(diff, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+    return float(a[:, 0].sum() / a[:, 1].sum() - b[:, 0].sum() / b[:, 1].sum()), lo, hi
+
+
 def _calibrate(lm: Any, base: Any, rows: int, context: int, chunk: int, reps: int = 3) -> dict[str, Any]:
     """Time one pass of the verify's attention (``chunk_attention``: ``chunk`` query rows over every layer's
     ``context - 1`` prefilled slots, the call each self-draft arm's verify makes), the fastest of ``reps``
@@ -379,10 +444,12 @@ def _grid(
     device: str = "cpu",
     sweep: tuple[int, ...] = (),
     paired: int = 0,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    acceptance: int = 0,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], dict[str, Any], dict[int, Any]]:
     """Rows of every (context, batch) setting at ``gamma`` (at the largest context and batch also the sparse
     arms at each gamma of ``sweep``, in the same round robin as the plain arms, then ``paired`` rounds of the
-    speed targets' contenders); the verify calibrations; the loop calibrations; the model's recipe."""
+    speed targets' contenders); the verify calibrations; the loop calibrations; the model's recipe; per
+    context, the :func:`acceptance_pass` over ``acceptance`` prompts (none when 0)."""
     from hf_ext.generation.vegas._bench_lm import byte_llama
     from hf_ext.generation.vegas.cache import InPlaceCache
 
@@ -390,6 +457,7 @@ def _grid(
     lm.to(device)
     rows, calibration = [], []
     loop: list[dict[str, Any]] = []
+    accepted: dict[int, Any] = {}
     for n in contexts:
         prompt = prompts(n, max(batches)).to(device)
         if not loop:  # the prompts' first tokens
@@ -408,8 +476,10 @@ def _grid(
                 paired=paired if top else 0,
             )  # fmt: skip
             calibration.append(_calibrate(lm, base, b, n, gamma + 1))
+        if acceptance:
+            accepted[n] = acceptance_pass(lm, base, prompt, acceptance, new, gamma)
         del base
-    return rows, calibration, loop, recipe
+    return rows, calibration, loop, recipe, accepted
 
 
 # ---------------------------------------------------------------------------------------------- byte model
@@ -643,6 +713,39 @@ def _verdicts(rows: list[dict[str, Any]]) -> list[str]:
     return notes + _tuned_verdicts(every) + _paired_verdicts(rows)
 
 
+def _acceptance_verdicts(acceptance: dict[int, dict[str, list[tuple[int, int]]]], gamma: int) -> list[str]:
+    """Lossless and the acceptance target from :func:`acceptance_pass`, per context, with the bootstrap
+    interval (:func:`paired_alpha_interval`) of Vegas's alpha less each rival's."""
+    if not acceptance:
+        return []
+    same = [ok for counts in acceptance.values() for ok, _ in counts["identical"]]
+    notes = [
+        verdict(
+            "acceptance pass: every self-draft run token-identical to plain greedy",
+            all(same),
+            f"{sum(same)}/{len(same)} runs identical",
+        )
+    ]
+    for n, counts in sorted(acceptance.items()):
+        alpha = {arm: sum(a for a, _ in counts[arm]) / sum(d for _, d in counts[arm]) for arm in SPARSE}
+        rivals = [arm for arm in SPARSE if arm != "vegas"]
+        gaps = {arm: paired_alpha_interval(counts["vegas"], counts[arm]) for arm in rivals}
+        values = ", ".join(f"{arm} {alpha[arm]:.3f}" for arm in rivals)
+        intervals = "; ".join(
+            f"Vegas - {arm} {d:+.3f}, 95% bootstrap interval over the prompts {lo:+.3f} to {hi:+.3f}"
+            for arm, (d, lo, hi) in gaps.items()
+        )
+        notes.append(
+            verdict(
+                f"N={n}, {len(counts['vegas'])} prompts each decoded alone (gamma {gamma}): Vegas alpha >= "
+                + " and ".join(rivals).replace("quest", "Quest"),
+                all(alpha["vegas"] >= alpha[arm] for arm in rivals),
+                f"{alpha['vegas']:.3f} vs {values}; {intervals}",
+            )
+        )
+    return notes
+
+
 def _fastest_per_arm(rows: list[dict[str, Any]], setting: tuple[int, int]) -> dict[str, dict[str, Any]]:
     """Per sparse arm, its fastest row (over every gamma run) at the ``(context, batch)`` setting."""
     best: dict[str, dict[str, Any]] = {}
@@ -737,6 +840,7 @@ def _report(
         f"layers, held-out {bits:.2f} bits/byte; induction check (repeat after 3000 bytes vs first "
         f"occurrence): loss ratio {far:.2f}.",
         *_verdicts(rows),
+        *_acceptance_verdicts(config.get("acceptance", {}), config["gamma"]),
         *(
             [
                 f"attention mass the next draft keeps at N={min(config['contexts'])} x batch "
@@ -811,14 +915,15 @@ def _params(config: Any) -> int:
 
 
 def _run(contexts: tuple[int, ...], batches: tuple[int, ...], arms: tuple[str, ...], new: int, gamma: int,
-         quick: bool, device: str = "cpu", sweep: tuple[int, ...] = ()) -> BenchReport:  # fmt: skip
+         quick: bool, device: str = "cpu", sweep: tuple[int, ...] = (),
+         acceptance: int = 0) -> BenchReport:  # fmt: skip
     from hf_ext.generation.vegas._attention_mass import attention_mass
     from hf_ext.generation.vegas._bench_lm import byte_llama
 
     with pinned_threads(THREADS):
         repeats, paired = (1, 0) if quick else (3, PAIRED_ROUNDS)
-        rows, calibration, loop, recipe = _grid(
-            contexts, batches, arms, new, gamma, repeats, device, sweep, paired
+        rows, calibration, loop, recipe, accepted = _grid(
+            contexts, batches, arms, new, gamma, repeats, device, sweep, paired, acceptance
         )
         lm = byte_llama()[0].to(device)
         mass_rows = min(8, max(batches))
@@ -826,18 +931,20 @@ def _run(contexts: tuple[int, ...], batches: tuple[int, ...], arms: tuple[str, .
     for r in rows:
         r["new"] = new
     cfg = {"contexts": contexts, "batches": batches, "arms": arms, "new": new, "gamma": gamma, "quick": quick,
-           "mass_rows": mass_rows, "gamma_sweep": sweep}  # fmt: skip
+           "mass_rows": mass_rows, "gamma_sweep": sweep, "acceptance": accepted}  # fmt: skip
     return _report(rows, calibration, loop, mass, recipe, cfg, lm.config)
 
 
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
     """Run the benchmark (module docstring). Full: N in {4096, 16384, 32768} x batch {1, 8}, every arm, 32 new
-    tokens at the paper's gamma 6, then the sparse arms at gamma in :data:`GAMMA_SWEEP` at 32768 x 8; quick:
+    tokens at the paper's gamma 6, then the sparse arms at gamma in :data:`GAMMA_SWEEP` at 32768 x 8, and per
+    context the :func:`acceptance_pass` over :data:`ACCEPTANCE_PROMPTS` prompts; quick:
     N = 4096 x batch {1, 8}, plain vs Vegas vs sink+window, 16 new tokens. ``seed`` is unused: greedy decoding
     of fixed prompts is deterministic."""
     if quick:
         return _run((4096,), (1, 8), ("vegas", "sink+window"), 16, 6, True)
-    return _run((4096, 16384, 32768), (1, 8), tuple(SELECTORS), 32, 6, False, sweep=GAMMA_SWEEP)
+    return _run((4096, 16384, 32768), (1, 8), tuple(SELECTORS), 32, 6, False, sweep=GAMMA_SWEEP,
+                acceptance=ACCEPTANCE_PROMPTS)  # fmt: skip
 
 
 def tour(*, quick: bool = True, seed: int = 0) -> BenchReport:

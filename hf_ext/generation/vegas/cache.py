@@ -168,12 +168,16 @@ class InPlaceCache(Cache):
         for i in range(len(self.slots)) if layers is None else layers:
             self.slots[i].lengths = [int(n) for n in lengths]
 
-    def rows(self, count: int, length: int) -> InPlaceCache:
-        """A cache over the first ``count`` rows' buffers (views, no copy), every length set to ``length``:
-        decoding from a shared prefilled prefix, which decoding never overwrites."""
+    def rows(self, count: int, length: int, first: int = 0) -> InPlaceCache:
+        """A cache over ``count`` rows' buffers from row ``first`` on (views, no copy), every length set to
+        ``length``: decoding from a shared prefilled prefix, which decoding never overwrites."""
+        held = self.slots[0].keys.shape[0]
+        if count < 1 or not 0 <= first <= held - count:
+            raise ValueError(f"`first`={first} and `count`={count} name rows outside this cache's {held}.")
         view = InPlaceCache.__new__(InPlaceCache)
+        at = slice(first, first + count)
         view.slots = [
-            InPlaceLayer(layer.keys[:count], layer.values[:count], [length] * count, layer.sliding_window)
+            InPlaceLayer(layer.keys[at], layer.values[at], [length] * count, layer.sliding_window)
             for layer in self.slots
         ]
         Cache.__init__(view, layers=cast(Any, view.slots))
