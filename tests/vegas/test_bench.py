@@ -285,15 +285,27 @@ def test_paired_alpha_interval_resamples_the_prompts_for_both_arms_alike():
 def test_acceptance_verdicts_judge_alpha_per_context_over_the_prompts():
     from hf_ext.generation.vegas.bench import _acceptance_verdicts
 
-    counts = {"vegas": [(5, 6), (4, 6)], "sink+window": [(3, 6), (3, 6)], "quest": [(6, 6), (4, 6)],
-              "identical": [(1, 1)] * 5 + [(0, 1)]}  # fmt: skip
-    notes = _acceptance_verdicts({4096: counts}, 6)
+    alpha = {"vegas": [(5, 6), (4, 6)], "sink+window": [(3, 6), (3, 6)], "quest": [(6, 6), (4, 6)]}
+    by_position = {arm: [(2, 2), (1, 2)] for arm in alpha}
+    counts = {"alpha": alpha, "by_position": by_position, "identical": [True] * 5 + [False]}
+    notes = _acceptance_verdicts({4096: counts}, 2)
     assert notes[0].endswith("token-identical to plain greedy: MISSED (5/6 runs identical)")
     assert notes[1].startswith(
-        "N=4096, 2 prompts each decoded alone (gamma 6): Vegas alpha >= sink+window and Quest: MISSED "
+        "N=4096, 2 prompts each decoded alone (gamma 2): Vegas alpha >= sink+window and Quest: MISSED "
         "(0.750 vs sink+window 0.500, quest 0.833; Vegas - sink+window +0.250, 95% bootstrap interval over"
     )
+    assert notes[2].endswith(
+        "vegas 1.000 / 0.500 (reached 2 to 2); sink+window 1.000 / 0.500 (reached 2 to 2); "
+        "quest 1.000 / 0.500 (reached 2 to 2)"
+    )
     assert _acceptance_verdicts({}, 6) == []
+
+
+def test_position_acceptance_counts_each_position_given_the_draft_before_it():
+    from hf_ext.generation.vegas.bench import position_acceptance
+
+    trace = [(0, 0, 0, 3, 3), (0, 0, 0, 3, 1), (0, 0, 0, 3, 0), (0, 0, 0, 2, 2)]  # (..., drafted, accepted)
+    assert position_acceptance(trace, 3) == [(3, 4), (2, 3), (1, 1)]
 
 
 @requires("transformers")
@@ -308,8 +320,12 @@ def test_acceptance_pass_decodes_every_prompt_alone_and_prefills_later_blocks_in
     with torch.no_grad():
         lm(first[:, :-1], cache=base, use_cache=True, logits_to_keep=1)
     counts = acceptance_pass(lm, base, first, 3, new, 2)
-    assert counts["identical"] == [(1, 1)] * 3 * len(SPARSE)
-    assert all(len(counts[arm]) == 3 and all(d >= a >= 0 and d > 0 for a, d in counts[arm]) for arm in SPARSE)
+    assert counts["identical"] == [True] * 3 * len(SPARSE)
+    alpha, by_position = counts["alpha"], counts["by_position"]
+    assert all(len(alpha[arm]) == 3 and all(d >= a >= 0 and d > 0 for a, d in alpha[arm]) for arm in SPARSE)
+    for arm in SPARSE:  # the accepted tokens, summed over the positions, are the arm's accepted count
+        assert len(by_position[arm]) == 2
+        assert sum(a for a, _ in by_position[arm]) == sum(a for a, _ in alpha[arm])
     assert torch.equal(base.slots[0].keys[0, :, : n - 1], _prefilled(lm, prompts(n, 3)[2:], n + new + 8))
     with pytest.raises(ValueError, match="`n`=74 leaves no room"):
         prompts(74, 1)

@@ -275,7 +275,7 @@ def paired_summary(times: dict[str, list[float]], contenders: tuple[str, str, st
 
 def acceptance_pass(
     lm: Any, base: Any, prompt: torch.Tensor, count: int, new: int, gamma: int
-) -> dict[str, list[tuple[int, int]]]:
+) -> dict[str, Any]:
     """Acceptance per prompt: the first ``count`` rows of :func:`prompts` at ``prompt``'s length, each
     decoded alone by plain greedy and by every sparse arm at ``gamma``, ``base``'s rows at a time (``base``
     already holds ``prompt``, the first rows, prefilled; later rows are prefilled into it in turn).
@@ -284,15 +284,18 @@ def acceptance_pass(
     token; this pass gives the acceptance comparison many prompts, and the same prompts to every arm.
 
     Returns:
-        Per sparse arm, ``(accepted, drafted)`` per prompt; under ``"identical"``, per prompt and sparse arm
-        in turn, ``(1, 1)`` where the arm's tokens equal plain greedy's and ``(0, 1)`` where not.
+        ``alpha``: per sparse arm, ``(accepted, drafted)`` per prompt; ``by_position``: per sparse arm, the
+        :func:`position_acceptance` summed over the prompts; ``identical``: per prompt and sparse arm in turn,
+        whether the arm's tokens equal plain greedy's.
     """
     from hf_ext.generation.vegas.config import VegasConfig
     from hf_ext.generation.vegas.generate import vegas_generate
 
     width, n = prompt.shape
     every = prompts(n, count).to(prompt.device)
-    counts: dict[str, list[tuple[int, int]]] = {arm: [] for arm in (*SPARSE, "identical")}
+    alpha: dict[str, list[tuple[int, int]]] = {arm: [] for arm in SPARSE}
+    by_position = {arm: [(0, 0)] * gamma for arm in SPARSE}
+    identical = []
     for first in range(0, count, width):
         block = every[first : first + width]
         if first:
@@ -305,9 +308,25 @@ def acceptance_pass(
                 vc = VegasConfig(num_draft_tokens=gamma, selector=SELECTORS[arm])
                 view = base.rows(1, n - 1, first=r)
                 out = _decode(lm, row, view, new, custom_generate=vegas_generate, vegas_config=vc)[0]
-                counts[arm].append((out.vegas_stats.accepted, out.vegas_stats.drafted))
-                counts["identical"].append((int(torch.equal(ref, out.sequences)), 1))
-    return counts
+                s = out.vegas_stats
+                alpha[arm].append((s.accepted, s.drafted))
+                pos = position_acceptance(s.trace, gamma)
+                by_position[arm] = [(a + b, m + k) for (a, m), (b, k) in zip(by_position[arm], pos)]
+                identical.append(torch.equal(ref, out.sequences))
+    return {"alpha": alpha, "by_position": by_position, "identical": identical}
+
+
+def position_acceptance(trace: list[tuple[int, int, int, int, int]], gamma: int) -> list[tuple[int, int]]:
+    """Per draft position ``j = 1..gamma``, ``(accepted, reached)`` over a :class:`VegasStats` trace: position
+    ``j`` is reached when the draft holds ``j`` tokens and the ``j - 1`` before it were accepted, so
+    accepted / reached is the acceptance at ``j`` given the draft so far was right (positions past the
+    first see only the iterations that got there)."""
+    counts = [[0, 0] for _ in range(gamma)]
+    for *_, drafted, accepted in trace:
+        for j in range(min(drafted, accepted + 1)):
+            counts[j][0] += j < accepted
+            counts[j][1] += 1
+    return [(a, m) for a, m in counts]
 
 
 def paired_alpha_interval(
@@ -713,12 +732,13 @@ def _verdicts(rows: list[dict[str, Any]]) -> list[str]:
     return notes + _tuned_verdicts(every) + _paired_verdicts(rows)
 
 
-def _acceptance_verdicts(acceptance: dict[int, dict[str, list[tuple[int, int]]]], gamma: int) -> list[str]:
+def _acceptance_verdicts(acceptance: dict[int, dict[str, Any]], gamma: int) -> list[str]:
     """Lossless and the acceptance target from :func:`acceptance_pass`, per context, with the bootstrap
-    interval (:func:`paired_alpha_interval`) of Vegas's alpha less each rival's."""
+    interval (:func:`paired_alpha_interval`) of Vegas's alpha less each rival's, and the acceptance by draft
+    position."""
     if not acceptance:
         return []
-    same = [ok for counts in acceptance.values() for ok, _ in counts["identical"]]
+    same = [ok for counts in acceptance.values() for ok in counts["identical"]]
     notes = [
         verdict(
             "acceptance pass: every self-draft run token-identical to plain greedy",
@@ -726,10 +746,11 @@ def _acceptance_verdicts(acceptance: dict[int, dict[str, list[tuple[int, int]]]]
             f"{sum(same)}/{len(same)} runs identical",
         )
     ]
+    rivals = [arm for arm in SPARSE if arm != "vegas"]
     for n, counts in sorted(acceptance.items()):
-        alpha = {arm: sum(a for a, _ in counts[arm]) / sum(d for _, d in counts[arm]) for arm in SPARSE}
-        rivals = [arm for arm in SPARSE if arm != "vegas"]
-        gaps = {arm: paired_alpha_interval(counts["vegas"], counts[arm]) for arm in rivals}
+        per = counts["alpha"]
+        alpha = {arm: sum(a for a, _ in per[arm]) / sum(d for _, d in per[arm]) for arm in SPARSE}
+        gaps = {arm: paired_alpha_interval(per["vegas"], per[arm]) for arm in rivals}
         values = ", ".join(f"{arm} {alpha[arm]:.3f}" for arm in rivals)
         intervals = "; ".join(
             f"Vegas - {arm} {d:+.3f}, 95% bootstrap interval over the prompts {lo:+.3f} to {hi:+.3f}"
@@ -737,10 +758,20 @@ def _acceptance_verdicts(acceptance: dict[int, dict[str, list[tuple[int, int]]]]
         )
         notes.append(
             verdict(
-                f"N={n}, {len(counts['vegas'])} prompts each decoded alone (gamma {gamma}): Vegas alpha >= "
+                f"N={n}, {len(per['vegas'])} prompts each decoded alone (gamma {gamma}): Vegas alpha >= "
                 + " and ".join(rivals).replace("quest", "Quest"),
                 all(alpha["vegas"] >= alpha[arm] for arm in rivals),
                 f"{alpha['vegas']:.3f} vs {values}; {intervals}",
+            )
+        )
+        notes.append(
+            f"N={n}, acceptance by draft position 1..{gamma} (accepted / reached: a position is reached when "
+            "the tokens before it were accepted): "
+            + "; ".join(
+                f"{arm} "
+                + " / ".join(f"{a / max(m, 1):.3f}" for a, m in counts["by_position"][arm])
+                + f" (reached {counts['by_position'][arm][0][1]} to {counts['by_position'][arm][-1][1]})"
+                for arm in SPARSE
             )
         )
     return notes
