@@ -310,15 +310,14 @@ def test_position_acceptance_counts_each_position_given_the_draft_before_it():
 
 @requires("transformers")
 def test_acceptance_pass_decodes_every_prompt_alone_and_prefills_later_blocks_into_the_cache():
-    from hf_ext.generation.vegas.bench import SPARSE, acceptance_pass, prompts
+    from hf_ext.generation.vegas.bench import SPARSE, _prefill, acceptance_pass, prompts
     from hf_ext.generation.vegas.cache import InPlaceCache
     from hf_ext.testing import tiny_llama
 
     lm, n, new = tiny_llama(vocab_size=256), 160, 6
     first = prompts(n, 2)
     base = InPlaceCache(lm.config, 2, n + new + 8)
-    with torch.no_grad():
-        lm(first[:, :-1], cache=base, use_cache=True, logits_to_keep=1)
+    _prefill(lm, first, base)
     counts = acceptance_pass(lm, base, first, 3, new, 2)
     assert counts["identical"] == [True] * 3 * len(SPARSE)
     alpha, by_position = counts["alpha"], counts["by_position"]
@@ -332,11 +331,11 @@ def test_acceptance_pass_decodes_every_prompt_alone_and_prefills_later_blocks_in
 
 
 def _prefilled(lm, prompt, length):
+    from hf_ext.generation.vegas.bench import _prefill
     from hf_ext.generation.vegas.cache import InPlaceCache
 
     cache = InPlaceCache(lm.config, 1, length)
-    with torch.no_grad():
-        lm(prompt[:, :-1], cache=cache, use_cache=True, logits_to_keep=1)
+    _prefill(lm, prompt, cache)
     return cache.slots[0].keys[0, :, : prompt.shape[1] - 1]
 
 

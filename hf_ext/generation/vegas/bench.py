@@ -111,6 +111,23 @@ def _decode(lm: Any, prompt: torch.Tensor, cache: Any, new: int, **kw: Any) -> t
     return out, t.seconds
 
 
+def _self_draft(
+    lm: Any, prompt: torch.Tensor, cache: Any, new: int, selector: str, gamma: int
+) -> tuple[Any, float]:
+    """:func:`_decode` by ``vegas_generate`` with ``selector`` at draft length ``gamma``."""
+    from hf_ext.generation.vegas.config import VegasConfig
+    from hf_ext.generation.vegas.generate import vegas_generate
+
+    vc = VegasConfig(num_draft_tokens=gamma, selector=selector)
+    return _decode(lm, prompt, cache, new, custom_generate=vegas_generate, vegas_config=vc)
+
+
+def _prefill(lm: Any, prompt: torch.Tensor, cache: Any) -> None:
+    """Fill ``cache`` with ``prompt`` less its last token, which each decode feeds first."""
+    with torch.no_grad():
+        lm(prompt[:, :-1], cache=cache, use_cache=True, logits_to_keep=1)
+
+
 def _draft_costs(stats: Any, lm_config: Any, rows: int, n: int) -> dict[str, float]:
     """Counted costs of a self-draft decode from a ``rows x n`` prompt (the prompt's last token included):
     forwards, KV entries attended, query-key pairs, and the selection's own traffic in entries (K-only reads
@@ -146,8 +163,6 @@ def _setting(
     run that many more rounds on their own (:func:`paired_rounds`); Vegas's row carries their summary as
     ``_paired``."""
     from hf_ext.generation.vegas.attention import attention_implementation, register_chunk_attention
-    from hf_ext.generation.vegas.config import VegasConfig
-    from hf_ext.generation.vegas.generate import vegas_generate
 
     b, n = prompt.shape
     layers, heads = lm.config.num_hidden_layers, lm.config.num_attention_heads
@@ -164,8 +179,7 @@ def _setting(
             with attention_implementation(lm, register_chunk_attention()):
                 return _decode(lm, prompt, base.rows(b, n - 1), new)
         arm, gamma = names[system]
-        vc = VegasConfig(num_draft_tokens=gamma, selector=SELECTORS[arm])
-        return _decode(lm, prompt, base.rows(b, n - 1), new, custom_generate=vegas_generate, vegas_config=vc)
+        return _self_draft(lm, prompt, base.rows(b, n - 1), new, SELECTORS[arm], gamma)
 
     systems = (*PLAIN_ARMS, *names)
     outs: dict[str, Any] = {}
@@ -288,8 +302,6 @@ def acceptance_pass(
         :func:`position_acceptance` summed over the prompts; ``identical``: per prompt and sparse arm in turn,
         whether the arm's tokens equal plain greedy's.
     """
-    from hf_ext.generation.vegas.config import VegasConfig
-    from hf_ext.generation.vegas.generate import vegas_generate
 
     width, n = prompt.shape
     every = prompts(n, count).to(prompt.device)
@@ -299,15 +311,12 @@ def acceptance_pass(
     for first in range(0, count, width):
         block = every[first : first + width]
         if first:
-            with torch.no_grad():
-                lm(block[:, :-1], cache=base.rows(len(block), 0), use_cache=True, logits_to_keep=1)
+            _prefill(lm, block, base.rows(len(block), 0))
         for r in range(len(block)):
             row = block[r : r + 1]
             ref = _decode(lm, row, base.rows(1, n - 1, first=r), new)[0].sequences
             for arm in SPARSE:
-                vc = VegasConfig(num_draft_tokens=gamma, selector=SELECTORS[arm])
-                view = base.rows(1, n - 1, first=r)
-                out = _decode(lm, row, view, new, custom_generate=vegas_generate, vegas_config=vc)[0]
+                out = _self_draft(lm, row, base.rows(1, n - 1, first=r), new, SELECTORS[arm], gamma)[0]
                 s = out.vegas_stats
                 alpha[arm].append((s.accepted, s.drafted))
                 pos = position_acceptance(s.trace, gamma)
@@ -429,24 +438,18 @@ def _calibrate_loop(lm: Any, prompt: torch.Tensor, new: int, gamma: int, repeats
     import logging
 
     from hf_ext.generation.vegas.cache import InPlaceCache
-    from hf_ext.generation.vegas.config import VegasConfig
-    from hf_ext.generation.vegas.generate import vegas_generate
 
     prompt = prompt[:, :LOOP_CONTEXT]
     b, n = prompt.shape
     cfg = lm.config
     base = InPlaceCache(cfg, b, n + new + gamma + 2, device=prompt.device)
-    with torch.no_grad():
-        lm(prompt[:, :-1], cache=base, use_cache=True, logits_to_keep=1)
-    vc = VegasConfig(num_draft_tokens=gamma, selector="full")
+    _prefill(lm, prompt, base)
     quiet = logging.getLogger("hf_ext.generation.vegas.attention")
     level, seconds = quiet.level, math.inf
     quiet.setLevel(logging.ERROR)  # the budget covers the whole short cache: the one-time warning is expected
     try:
         for _ in range(repeats):
-            out, t = _decode(
-                lm, prompt, base.rows(b, n - 1), new, custom_generate=vegas_generate, vegas_config=vc
-            )
+            out, t = _self_draft(lm, prompt, base.rows(b, n - 1), new, "full", gamma)
             seconds = min(seconds, t)
     finally:
         quiet.setLevel(level)
@@ -482,8 +485,7 @@ def _grid(
         if not loop:  # the prompts' first tokens
             loop = [_calibrate_loop(lm, prompt[:b], new, gamma, repeats) for b in sorted(batches)]
         base = InPlaceCache(lm.config, max(batches), n + new + gamma + 2, device=device)
-        with torch.no_grad():
-            lm(prompt[:, :-1], cache=base, use_cache=True, logits_to_keep=1)
+        _prefill(lm, prompt, base)
         for b in sorted(batches):
             runs = [(a, gamma) for a in arms]
             top = (n, b) == (max(contexts), max(batches))
