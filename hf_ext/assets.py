@@ -80,6 +80,19 @@ def verify_manifest(folder: Path) -> str | None:
     return None
 
 
+def build_progress(desc: str, total: int) -> Any:
+    """A tqdm bar with ETA on stderr for an asset build (always shown: a build takes minutes, once)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=total,
+        desc=desc,
+        file=sys.stderr,
+        mininterval=2.0,
+        bar_format="{l_bar}{bar}| {elapsed}<{remaining}",
+    )
+
+
 @contextmanager
 def _locked(name: str):  # type: ignore[no-untyped-def]
     """Serialise cache builds across processes."""
@@ -98,17 +111,23 @@ def _build_gemma(target: Path) -> None:
 
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
+    # Stages of the one-time conversion, weighted by their seconds on two cores (about 90 s in all).
+    bar = build_progress(f"building {GEMMA_DIR} (once)", total=90)
     gguf = gemma_pkg.assemble(cache_dir() / "gemma-3-270m-q4_k_m.gguf", overwrite=False)
     src, fname = str(gguf.parent), gguf.name
-    logger.info("converting %s to a plain HF folder (about 90 s, once)", gguf)
+    bar.update(2)
     tok = AutoTokenizer.from_pretrained(src, gguf_file=fname)
+    bar.update(48)
     lm: Any = AutoModelForCausalLM.from_pretrained(src, gguf_file=fname, dtype=torch.float32)
+    bar.update(30)
     lm.hf_quantizer, lm.is_quantized = None, False  # the GGUF loader already dequantised to dense fp32
     if hasattr(lm.config, "quantization_config"):
         del lm.config.quantization_config
     lm.save_pretrained(staging)
     tok.save_pretrained(staging)
     write_manifest(staging)
+    bar.update(10)
+    bar.close()
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     gguf.unlink(missing_ok=True)

@@ -1,8 +1,12 @@
 """Types and scaffolding shared by every ``hf-ext bench <id>`` benchmark and the tour.
 
-A benchmark is a function ``run(*, quick: bool, seed: int) -> BenchReport`` that runs the method and its
-baselines side by side in one process. It measures; it never asserts. The CLI adds the method id, the
-``quick``/``seed`` flags and the environment, prints the rows as a table and writes the JSON schema::
+A benchmark is a module with ``run(*, quick: bool, seed: int) -> BenchReport``, which runs the method and its
+baselines side by side in one process, and ``grid() -> list[dict]``, the settings of its full run (data set,
+problem, budget, context length...), computed without running anything. It measures; it never asserts. The
+``--quick`` run, which is also the method's tour entry, measures a slice of that grid (fewer settings, seeds,
+steps or items, never a setting of its own) and says which in ``BenchReport.settings``. The CLI adds the
+method id, the ``quick``/``seed`` flags and the environment, prints the rows as a table and writes the JSON
+schema::
 
     {"method": str, "quick": bool, "seed": int, "config": {...},
      "rows": [{"system": str, "is_baseline": bool, "<figure>": number, ...}],
@@ -66,11 +70,18 @@ class Headline:
             raise ValueError(
                 f"expected one row for system {method_system!r} with filters {where}, got {len(mine)}"
             )
-        if not bases:
-            raise ValueError(f"no baseline row has a finite {figure!r} with filters {where}")
+        value = float(mine[0][figure]) if _finite(mine[0].get(figure)) else math.nan
+        if not bases:  # e.g. a small run with no failures to recover: nothing to compare, not an error
+            return cls(figure, higher_is_better, value, "", math.nan)
         pick = max if higher_is_better else min
         best = pick(bases, key=lambda r: float(r[figure]))
-        return cls(figure, higher_is_better, float(mine[0][figure]), best["system"], float(best[figure]))
+        return cls(figure, higher_is_better, value, best["system"], float(best[figure]))
+
+    @property
+    def comparable(self) -> bool:
+        """Both figures are finite: a run too small to measure one (no baseline row with a finite value,
+        or a method value of NaN) has nothing to compare."""
+        return math.isfinite(self.method) and math.isfinite(self.best_baseline)
 
     @property
     def ratio(self) -> float:
@@ -80,6 +91,27 @@ class Headline:
     @property
     def beats_baseline(self) -> bool:
         return self.method > self.best_baseline if self.higher_is_better else self.method < self.best_baseline
+
+    @property
+    def verdict(self) -> str:
+        """``"ahead"``, ``"behind"`` or ``"level"`` of the best baseline, or ``"no comparison"``."""
+        if not self.comparable:
+            return "no comparison"
+        if self.method == self.best_baseline:
+            return "level"
+        return "ahead" if self.beats_baseline else "behind"
+
+    def text(self) -> str:
+        """One line: ``"<figure> <method> vs <baseline> (<system>), x<ratio>, higher is better"``."""
+        arrow = "higher" if self.higher_is_better else "lower"
+        if not self.comparable:
+            return (
+                f"{self.figure} {self.method:.4g}: no comparison at this size (no finite baseline or value)"
+            )
+        return (
+            f"{self.figure} {self.method:.4g} vs {self.best_baseline:.4g} ({self.best_baseline_system}), "
+            f"x{self.ratio:.3g}, {arrow} is better"
+        )
 
 
 @dataclass
@@ -94,6 +126,10 @@ class BenchReport:
         what: One line saying what ran, shown in the tour (e.g. ``"set cover, 40 requests, eta=0..1"``).
         notes: Lines printed under the table: what is real and what synthetic, targets met or missed.
         files: Paths of artefacts written (plots), keyed by a short name.
+        settings: The settings of the benchmark's grid that this run measured, each a dict of the keys that
+            define a setting (data set, problem, budget, context length...; not seeds, steps or items).
+            A ``--quick`` run (and the tour) measures a subset of the full run's :func:`grid` settings:
+            :func:`check_slice` checks it.
     """
 
     rows: list[dict[str, Any]]
@@ -102,6 +138,7 @@ class BenchReport:
     what: str = ""
     notes: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
+    settings: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self, *, method: str, quick: bool, seed: int) -> dict[str, Any]:
         """The JSON document of the common schema (module docstring)."""
@@ -117,10 +154,12 @@ class BenchReport:
             "headline": {
                 "figure": h.figure,
                 "higher_is_better": h.higher_is_better,
-                "method": h.method,
+                "method": h.method if math.isfinite(h.method) else None,
                 "best_baseline_system": h.best_baseline_system,
-                "best_baseline": h.best_baseline,
+                "best_baseline": h.best_baseline if h.comparable else None,
+                "verdict": h.verdict,
             },
+            "settings": [_jsonable(setting) for setting in self.settings],
             "env": {
                 "python": platform.python_version(),
                 "torch": torch.__version__,
@@ -129,6 +168,24 @@ class BenchReport:
             "notes": self.notes,
             "files": self.files,
         }
+
+
+def check_slice(settings: Sequence[dict[str, Any]], grid: Sequence[dict[str, Any]], *, method: str) -> None:
+    """Check that every setting a run measured is a setting of the full run's ``grid``.
+
+    Raises:
+        ValueError: ``settings`` is empty, or one of them is not in ``grid`` (the message names it).
+    """
+    if not settings:
+        raise ValueError(f"`{method}` reported no settings; a benchmark names the grid settings it measured")
+    full = [_setting_key(g) for g in grid]
+    for setting in settings:
+        if _setting_key(setting) not in full:
+            raise ValueError(f"`{method}` measured setting {setting} that is not in its full run's grid")
+
+
+def _setting_key(setting: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, repr(v)) for k, v in setting.items()))
 
 
 def synchronize(device: Any = None) -> None:

@@ -27,6 +27,7 @@ from hf_ext._readme import feature_table
 from hf_ext._registry import MethodInfo, methods
 
 LIST_WIDTH = 100
+TOUR_WIDTH = 120
 
 
 class _Parser(argparse.ArgumentParser):
@@ -93,35 +94,42 @@ def _unmet_extras(info: MethodInfo) -> list[str]:
     return [extra for extra in info.extras if not is_available(extra)]
 
 
-def run_bench(info: MethodInfo, *, quick: bool, seed: int, tour: bool = False) -> Any:
-    """Run a method's benchmark (or its tour entry) and return its ``BenchReport``."""
+def bench_module(info: MethodInfo) -> Any:
+    """The benchmark module of ``info`` (``run`` and ``grid``)."""
+    return importlib.import_module(info.bench.partition(":")[0])
+
+
+def run_bench(info: MethodInfo, *, quick: bool, seed: int) -> Any:
+    """Run a method's benchmark and return its ``BenchReport``; a quick run is checked to be a slice of the
+    full run's grid."""
     from hf_ext._availability import require_all
+    from hf_ext.benchmarking import check_slice
 
     require_all(info.extras, f"`hf-ext bench {info.id}`")
-    target = info.tour if tour and info.tour else info.bench
-    return _load(target)(quick=quick or tour, seed=seed)
+    report = _load(info.bench)(quick=quick, seed=seed)
+    if quick:
+        check_slice(report.settings, bench_module(info).grid(), method=info.id)
+    return report
 
 
-def _headline_text(report: Any) -> str:
-    h = report.headline
-    arrow = "higher" if h.higher_is_better else "lower"
-    return (
-        f"{h.figure}: {h.method:.4g} vs {h.best_baseline:.4g} ({h.best_baseline_system}), "
-        f"ratio {h.ratio:.3g}, {arrow} is better"
-    )
-
-
-def _wrapped_table(rows: list[dict[str, str]], width: int) -> str:
-    """A text table no wider than ``width``: the last column wraps onto continuation lines."""
+def _wrapped_table(rows: list[dict[str, str]], width: int, wrap: Sequence[str] = ()) -> str:
+    """A text table no wider than ``width``: the ``wrap`` columns (default: the last) share what the other
+    columns leave and wrap onto continuation lines."""
     cols = list(rows[0])
-    fixed = [max(len(c), *(len(r[c]) for r in rows)) for c in cols[:-1]]
-    last = max(20, width - sum(fixed) - 2 * len(fixed))
-    lines = ["  ".join([*(c.ljust(w) for c, w in zip(cols, fixed)), cols[-1]]).rstrip()]
-    lines.append("  ".join("-" * w for w in [*fixed, min(last, max(len(r[cols[-1]]) for r in rows))]))
+    wrap = list(wrap) or cols[-1:]
+    natural = {c: max(len(c), *(len(r[c]) for r in rows)) for c in cols}
+    left = width - sum(natural[c] for c in cols if c not in wrap) - 2 * (len(cols) - 1)
+    need = sum(natural[c] for c in wrap)
+    widths = {
+        c: natural[c] if c not in wrap or need <= left else max(12, left * natural[c] // need) for c in cols
+    }
+    lines = ["  ".join(c.ljust(widths[c]) for c in cols).rstrip()]
+    lines.append("  ".join("-" * widths[c] for c in cols))
     for r in rows:
-        parts = textwrap.wrap(r[cols[-1]], last) or [""]
-        lines.append("  ".join([*(r[c].ljust(w) for c, w in zip(cols, fixed)), parts[0]]))
-        lines += [" " * (sum(fixed) + 2 * len(fixed)) + p for p in parts[1:]]
+        cells = {c: textwrap.wrap(r[c], widths[c]) or [""] if c in wrap else [r[c]] for c in cols}
+        for k in range(max(len(v) for v in cells.values())):
+            parts = [(cells[c][k] if k < len(cells[c]) else "").ljust(widths[c]) for c in cols]
+            lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
 
 
@@ -151,35 +159,69 @@ def cmd_tour(args: argparse.Namespace) -> int:
     from hf_ext.benchmarking import Timer, format_table, progress
 
     chosen = [methods()[i] for i in args.only] if args.only else list(methods().values())
-    rows, failed = [], 0
-    for info in progress(chosen, desc="tour", unit="method"):
-        unmet = _unmet_extras(info)
-        with Timer() as timer:
-            if unmet:
-                ran, headline = "skipped", f"needs the {','.join(unmet)} extra: {install_hint(unmet)}"
-            else:
-                try:
-                    report = run_bench(info, quick=True, seed=args.seed, tour=True)
-                    ran, headline = report.what, _headline_text(report)
-                except Exception as err:  # a failing method is reported and the tour goes on
-                    failed += 1
-                    ran, headline = "FAILED", f"{type(err).__name__}: {err}".splitlines()[0][:160]
-                    logging.getLogger("hf_ext.cli").debug("tour entry %s failed", info.id, exc_info=True)
-                    if args.verbose:
-                        traceback.print_exc()
-        rows.append(
-            {
-                "method": info.id,
-                "host component": info.host,
-                "what ran": ran,
-                "headline": headline,
-                "seconds": round(timer.seconds, 1),
-            }
+    rows, docs, failed = [], [], 0
+    with Timer() as total:
+        for info in progress(chosen, desc="tour", unit="method"):
+            row, doc = _tour_entry(info, args)
+            failed += row["verdict"] == "FAILED"
+            rows.append(row)
+            docs.append(doc)
+    if args.wide:
+        print(format_table(rows))
+    else:
+        narrow = [
+            {k: str(r[k]) for k in ("method", "what ran", "headline", "verdict", "seconds")} for r in rows
+        ]
+        print(_wrapped_table(narrow, TOUR_WIDTH, wrap=("what ran", "headline")))
+    print(f"\ntour: {len(chosen)} methods in {total.seconds:.0f} s (seed {args.seed})")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(
+            json.dumps({"seed": args.seed, "seconds": total.seconds, "entries": docs}, indent=2)
         )
-    print(format_table(rows))
+        print(f"json: {args.json}")
     if failed:
-        print(f"\n{failed} of {len(chosen)} tour entries failed.", file=sys.stderr)
+        print(f"{failed} of {len(chosen)} tour entries failed.", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _tour_entry(info: MethodInfo, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One tour row (and its JSON document): the method's quick run, or why it did not run."""
+    from hf_ext.benchmarking import Timer
+
+    unmet = _unmet_extras(info)
+    doc: dict[str, Any] = {"method": info.id}
+    with Timer() as timer:
+        if unmet:
+            ran, headline, verdict = (
+                "skipped",
+                f"needs the {','.join(unmet)} extra: {install_hint(unmet)}",
+                "-",
+            )
+        else:
+            try:
+                report = run_bench(info, quick=True, seed=args.seed)
+                ran, headline, verdict = report.what, report.headline.text(), report.headline.verdict
+                doc.update(report.to_json(method=info.id, quick=True, seed=args.seed))
+            except Exception as err:  # a failing method is reported and the tour goes on
+                ran, headline, verdict = (
+                    "FAILED",
+                    f"{type(err).__name__}: {err}".splitlines()[0][:160],
+                    "FAILED",
+                )
+                logging.getLogger("hf_ext.cli").debug("tour entry %s failed", info.id, exc_info=True)
+                if args.verbose:
+                    traceback.print_exc()
+    doc.update(seconds=timer.seconds, what=ran, verdict=verdict)
+    row = {
+        "method": info.id,
+        "host component": info.host,
+        "what ran": ran,
+        "headline": headline,
+        "verdict": verdict,
+        "seconds": f"{timer.seconds:.1f}",
+    }
+    return row, doc
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -198,12 +240,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     mode = "quick" if args.quick else "full"
     print(f"hf-ext bench {info.id} ({mode}, seed {args.seed}): {report.what}")
     print(format_table(report.rows))
-    print(f"\nheadline  {_headline_text(report)}")
+    print(f"\nheadline  {report.headline.text()}  [{report.headline.verdict}]")
     for note in report.notes:
         print(f"note      {note}")
     files = dict(report.files)
     if args.plot:
-        plot = getattr(importlib.import_module(info.bench.partition(":")[0]), "plot", None)
+        plot = getattr(bench_module(info), "plot", None)
         if plot is None:
             print(f"note      `hf-ext bench {info.id}` draws no figure; --plot wrote nothing")
         else:
@@ -268,9 +310,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wide", action="store_true", help="every column in full (no wrapping to 100 columns)")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("tour", help="run every method end to end on built-in defaults")
+    p = sub.add_parser("tour", help="run every method's quick benchmark end to end, one row each")
     p.add_argument("--only", nargs="+", metavar="ID", type=_method_id, help="run only these methods")
     p.add_argument("--seed", type=_seed, default=0)
+    p.add_argument("--wide", action="store_true", help="every column in full (host component too)")
+    p.add_argument("--json", metavar="PATH", type=_writable_file, help="also write every report as JSON")
     p.set_defaults(func=cmd_tour)
 
     p = sub.add_parser("bench", help="run a method and its baselines side by side")

@@ -30,9 +30,10 @@ class MethodInfo:
         public_extras: Public name -> the extras it needs, where they differ from ``extras`` (a metric of an
             environment method needs torchmetrics; the environment itself does not).
         bench: ``"module:function"`` of the benchmark, called as ``fn(quick=bool, seed=int)`` and
-            returning a :class:`hf_ext.benchmarking.BenchReport`.
-        tour: ``"module:function"`` of the tour entry (same signature and return type as ``bench``,
-            sized to run in well under a minute). ``None`` means the tour runs ``bench`` with ``quick=True``.
+            returning a :class:`hf_ext.benchmarking.BenchReport`; its module also has ``grid()``. The tour
+            runs it with ``quick=True``.
+        slot: The host slot in a few words, for the README table (e.g. ``"TRL DPOTrainer"``).
+        use: One line of use, for the README table (e.g. ``"CAMPTrainer(model, args=CAMPConfig())"``).
         citation: BibTeX entry.
         reconstructed: Parts of the method that are our reconstruction rather than the paper's.
         note: Free-text caveat shown in the docs and stored in ``_paper["note"]``.
@@ -54,7 +55,8 @@ class MethodInfo:
     public: dict[str, str]
     bench: str
     citation: str
-    tour: str | None = None
+    slot: str = ""
+    use: str = ""
     reconstructed: tuple[str, ...] = ()
     note: str = ""
     public_extras: dict[str, tuple[str, ...]] = field(default_factory=dict)

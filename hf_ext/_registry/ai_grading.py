@@ -9,6 +9,8 @@ METHOD = MethodInfo(
     ),
     venue="ICML 2026",
     arxiv="2603.00895",
+    slot="transformers LM + metrics",
+    use="RubricGrader(backend).grade(submission, quiz)",
     host="transformers causal/chat LMs or an OpenAI-compatible URL (grading pipeline) + torchmetrics",
     extras=("transformers", "metrics"),
     public={
@@ -80,7 +82,6 @@ METHOD = MethodInfo(
         "qwk_scorer": ("metrics", "sklearn"),
     },
     bench="hf_ext.ai_grading.bench:run",
-    tour="hf_ext.ai_grading.bench:tour",
     citation=(
         "@inproceedings{yu2026aigrading,\n"
         "  title     = {Evaluating {AI} Grading on Real-World Handwritten College Mathematics: "

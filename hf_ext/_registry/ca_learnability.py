@@ -31,6 +31,8 @@ METHOD = MethodInfo(
     ),
     venue="ICML 2026",
     arxiv=None,
+    slot="torch Dataset + sklearn",
+    use='learnability_study(rules, archs=("cnn",))',
     host="no host: numpy Boolean analysis, torch Dataset and models (timm ViT), scikit-learn estimator",
     extras=("timm", "sklearn"),
     public={
@@ -69,7 +71,6 @@ METHOD = MethodInfo(
         "LearnabilityPredictor": ("sklearn",),
     },
     bench=f"{_M}.bench:run",
-    tour=f"{_M}.bench:tour",
     citation=(
         "@inproceedings{calearnability2026,\n"
         "  title     = {Cellular-Automaton Learnability: Average Sensitivity vs Junta and Fourier-Degree "

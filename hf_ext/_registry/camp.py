@@ -6,6 +6,8 @@ METHOD = MethodInfo(
     title="Conflict-Aware Adaptive Alignment for LLM Hallucination Mitigation",
     venue="ICML 2026",
     arxiv=None,
+    slot="TRL DPOTrainer",
+    use="CAMPTrainer(model, args=CAMPConfig(...))",
     host="TRL DPOTrainer subclass (CAMPConfig + CAMPTrainer)",
     extras=("trl",),
     public={
@@ -18,7 +20,6 @@ METHOD = MethodInfo(
     },
     bench="hf_ext.trl.camp.bench:run",
     moved={"hf_ext.trl.camp.task": "hf_ext.trl.camp._bench_task"},
-    tour=None,
     citation=(
         "@inproceedings{camp2026,\n"
         "  title     = {Conflict-Aware Adaptive Alignment for {LLM} Hallucination Mitigation},\n"

@@ -6,6 +6,8 @@ METHOD = MethodInfo(
     title="Dem-HEC: entropy-guided fine-tuning for natural-corruption robustness (title unconfirmed)",
     venue="ICML 2026 (listed; unconfirmed)",
     arxiv=None,
+    slot="timm ClassificationTask",
+    use="DemHECTask(model, DemHECConfig())",
     host="timm training task (timm.task.ClassificationTask subclass) + torchmetrics mCE",
     extras=("timm", "metrics"),
     public={
@@ -31,7 +33,6 @@ METHOD = MethodInfo(
     },
     commands={"timm-finetune": "hf_ext.timm.dem_hec.finetune:main"},
     bench="hf_ext.timm.dem_hec.bench:run",
-    tour="hf_ext.timm.dem_hec.bench:tour",
     citation="""@inproceedings{demhec2026,
   title     = {Entropy-Guided Fine-Tuning for Natural-Corruption Robustness (Dem-HEC)},
   booktitle = {International Conference on Machine Learning (ICML)},

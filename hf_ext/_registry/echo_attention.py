@@ -8,6 +8,8 @@ METHOD = MethodInfo(
     title="EchoAttention (title not confirmed; reconstructed from a one-line description)",
     venue="ICML 2026",
     arxiv=None,
+    slot="diffusers attn processor",
+    use="handle = apply_echo_attention(pipe)",
     host=(
         "diffusers attention processors (WanAttnProcessor / CogVideoXAttnProcessor2_0 subclasses via "
         "set_attn_processor)"
@@ -30,7 +32,6 @@ METHOD = MethodInfo(
         "hf_ext.diffusers.echo_attention.processors": "hf_ext.diffusers.echo_attention.processor_wan",
         "hf_ext.diffusers.echo_attention.cogvideox": "hf_ext.diffusers.echo_attention.processor_cogvideox",
     },
-    tour=None,
     citation=(
         "@inproceedings{echoattention2026,\n  title={EchoAttention},\n  booktitle={ICML},\n  year={2026},\n"
         "  note={title and authors not confirmed; hf-ext ships a reconstruction}\n}"

@@ -8,6 +8,8 @@ METHOD = MethodInfo(
     title="Conditional Coverage Diagnostics for Conformal Prediction",
     venue="ICML 2026",
     arxiv="2512.11779",
+    slot="torchmetrics + sklearn",
+    use="ExcessRiskTargetCoverage().update(x, covered)",
     host="torchmetrics Metric + scikit-learn estimator",
     extras=("metrics", "sklearn"),
     public={
@@ -35,7 +37,6 @@ METHOD = MethodInfo(
         "EqualOpportunityAuditor": "hf_ext.estimators.conditional_coverage",
     },
     bench="hf_ext.ert.bench:run",
-    tour="hf_ext.ert.bench:tour",
     moved={
         "hf_ext.conformal": "hf_ext.ert",
         "hf_ext.conformal.bench": "hf_ext.ert.bench",

@@ -8,6 +8,8 @@ METHOD = MethodInfo(
     title="Uncovering Grounding IDs: How External Cues Shape Multimodal Binding",
     venue="ICML 2026",
     arxiv="2509.24072",
+    slot="transformers processor",
+    use="CuedProcessor(proc, GroundingCueOverlay(cfg))",
     host=(
         "transformers image processors / AutoProcessor of vision-language models (a cue-adding wrapper by "
         "composition) + analysis of LlavaForConditionalGeneration-style models"
@@ -37,7 +39,6 @@ METHOD = MethodInfo(
         "partition_boxes": (),
     },
     bench=f"{_M}.bench:run",
-    tour=f"{_M}.bench:tour",
     citation=(
         "@inproceedings{groundingids2026,\n"
         "  title     = {Uncovering Grounding IDs: How External Cues Shape Multimodal Binding},\n"

@@ -6,6 +6,8 @@ METHOD = MethodInfo(
     title="Information Flow Reveals When to Trust Language Models",
     venue="ICML 2026",
     arxiv=None,
+    slot="transformers LM + metrics",
+    use="InformationFlowScorer(lm).trace(ids, ctx, at)",
     host="transformers causal LMs (forward hooks on self_attn / v_proj, eager attention) + torchmetrics",
     extras=("transformers",),
     public={
@@ -38,7 +40,6 @@ METHOD = MethodInfo(
         "stratified_auroc": ("metrics",),
     },
     bench="hf_ext.generation.infoflow_uq.bench:run",
-    tour="hf_ext.generation.infoflow_uq.bench:tour",
     citation=(
         "@inproceedings{infoflow2026,\n"
         "  title     = {Information Flow Reveals When to Trust Language Models},\n"

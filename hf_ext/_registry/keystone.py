@@ -8,6 +8,8 @@ METHOD = MethodInfo(
     title="Tiny Brains, Giant Impact: Uncovering the Keystone Neurons of LLM with Just a Few Prompts",
     venue="ICML 2026",
     arxiv="2605.24846",
+    slot="PEFT tuner",
+    use="get_peft_model(model, KeystoneConfig(...))",
     host=(
         "PEFT tuner (KeystoneConfig / KeystoneModel / KeystoneLayer, peft_type KEYSTONE) + forward-hook "
         "ablation on transformers causal LMs"
@@ -37,7 +39,6 @@ METHOD = MethodInfo(
         f"{_K}.bench_data": f"{_K}._bench_data",
         f"{_K}.finetune": f"{_K}._bench_finetune",
     },
-    tour=None,
     citation=(
         "@inproceedings{ji2026keystone,\n"
         "  title={Tiny Brains, Giant Impact: Uncovering the Keystone Neurons of {LLM} with Just a Few "

@@ -8,6 +8,8 @@ METHOD = MethodInfo(
     title="MAFE: Enabling Equitable Algorithm Design in Multi-Agent Multi-Stage Decision-Making Systems",
     venue="ICML 2026",
     arxiv="2502.18534",
+    slot="PettingZoo ParallelEnv",
+    use="FMACEM(loan_mafe_v0.parallel_env).fit()",
     host="PettingZoo ParallelEnv (+ torchmetrics fairness Metrics)",
     extras=("pettingzoo",),
     public_extras={
@@ -55,7 +57,6 @@ METHOD = MethodInfo(
         "mean_level_gap": "hf_ext.metrics.functional.fairness",
     },
     bench="hf_ext.marl.mafe.bench:run",
-    tour="hf_ext.marl.mafe.bench:tour",
     citation=(
         "@inproceedings{lazri2026mafe,\n"
         "  title={MAFE: Enabling Equitable Algorithm Design in Multi-Agent Multi-Stage\n"

@@ -9,6 +9,8 @@ METHOD = MethodInfo(
     title="What Linear Probes Miss: Multi-View Probing for Weight-Space Learning",
     venue="ICML 2026",
     arxiv=None,
+    slot="sklearn estimator",
+    use="MVProbeClassifier().fit(weights, y)",
     host="scikit-learn estimators over weight matrices of torch nn.Modules (timm, transformers, state dicts)",
     extras=("sklearn",),
     public={
@@ -33,7 +35,6 @@ METHOD = MethodInfo(
         "ModelZooConfig": (),
     },
     bench=f"{_M}.bench:run",
-    tour=f"{_M}.bench:tour",
     citation=(
         "@inproceedings{mvprobe2026,\n"
         "  title     = {What Linear Probes Miss: Multi-View Probing for Weight-Space Learning},\n"

@@ -2,10 +2,12 @@ from hf_ext._registry import MethodInfo
 
 METHOD = MethodInfo(
     id="online_covering",
-    name="Learning-augmented online covering",
+    name="Online covering",
     title="Learning-Augmented Online Covering Problems",
     venue="ICML 2026",
     arxiv="2507.06032",
+    slot="sklearn BaseEstimator",
+    use="WithPredictions(online_alg, preds).serve(r)",
     host="scikit-learn-style parameter API (BaseEstimator) for online algorithms",
     extras=("sklearn",),
     public={
@@ -20,7 +22,6 @@ METHOD = MethodInfo(
         "OfflineResult": "hf_ext.online_covering.offline",
     },
     bench="hf_ext.online_covering.bench:run",
-    tour="hf_ext.online_covering.bench:tour",
     citation=(
         "@inproceedings{jabalameli2026learning,\n"
         "  title={Learning-Augmented Online Covering Problems},\n"

@@ -4,10 +4,12 @@ _M = "hf_ext.path_gfn"
 
 METHOD = MethodInfo(
     id="path_gfn",
-    name="Path-dependent GFlowNets",
+    name="Path GFlowNets",
     title="Path-dependent Discrete Amortized Inference",
     venue="ICML 2026 (oral)",
     arxiv="2608.08644",
+    slot="torch modules + losses",
+    use='LiftedPolicy(d, n_actions, memory="gru")',
     host=(
         "no host: self-contained torch GFlowNet package (environments, lifted policies, TB/DB/SubTB, trainer)"
     ),
@@ -38,7 +40,6 @@ METHOD = MethodInfo(
         "GFNTrainer": f"{_M}.trainer",
     },
     bench=f"{_M}.bench:run",
-    tour=f"{_M}.bench:tour",
     citation=(
         "@inproceedings{dasilva2026pathdependent,\n"
         "  title     = {Path-dependent Discrete Amortized Inference},\n"

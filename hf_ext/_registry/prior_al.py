@@ -8,6 +8,8 @@ METHOD = MethodInfo(
     title="Active Learning with Foundation Model Priors: Efficient Learning under Class Imbalance",
     venue="ICML 2026",
     arxiv="2606.07630",
+    slot="sklearn meta-estimator",
+    use="PriorALClassifier(est, prior).fit(X, y)",
     host="scikit-learn meta-estimator (fit / query / teach, y = -1 unlabelled, as SelfTrainingClassifier)",
     extras=("sklearn",),
     public={
@@ -32,7 +34,6 @@ METHOD = MethodInfo(
         "EncoderFeatures": ("sklearn", "timm", "transformers", "real-models"),
     },
     bench=f"{_M}.bench:run",
-    tour=f"{_M}.bench:tour",
     citation=(
         "@inproceedings{zhang2026prioral,\n"
         "  title     = {Active Learning with Foundation Model Priors: Efficient Learning under Class "

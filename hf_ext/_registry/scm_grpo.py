@@ -25,6 +25,8 @@ METHOD = MethodInfo(
     ),
     venue="ICML 2026",
     arxiv="2605.01482",
+    slot="TRL GRPOTrainer rewards",
+    use="SCMGRPOTrainer(model, train_dataset=dataset)",
     host="TRL GRPOTrainer reward functions (rule rewards, parser, prompt builder) + thin SCMGRPOTrainer",
     extras=("trl",),
     public={
@@ -46,7 +48,6 @@ METHOD = MethodInfo(
     },
     public_extras={name: () for name in _PURE_PYTHON},
     bench=f"{_M}.bench:run",
-    tour=None,
     citation=(
         "@inproceedings{scmgrpo2026,\n"
         "  title     = {Grounding Multi-Hop Reasoning in Structural Causal Models via Group Relative "

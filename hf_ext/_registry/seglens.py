@@ -8,6 +8,8 @@ METHOD = MethodInfo(
     title="Med-SegLens: Latent-Level Model Diffing for Interpretable Medical Image Segmentation",
     venue="ICML 2026",
     arxiv="2602.10508",
+    slot="forward hooks (SegFormer)",
+    use="SparseAutoencoder(d_in=64, k=8).fit(acts)",
     host=(
         "no host: sparse autoencoders on forward-hooked activations of transformers "
         "SegformerForSemanticSegmentation (or any nn.Module, e.g. the bundled TinyUNet)"
@@ -38,7 +40,6 @@ METHOD = MethodInfo(
         "LatentAlignment": ("sklearn",),
     },
     bench=f"{_M}.bench:run",
-    tour=f"{_M}.bench:tour",
     citation=(
         "@inproceedings{medseglens2026,\n"
         "  title     = {Med-SegLens: Latent-Level Model Diffing for Interpretable Medical Image "

@@ -8,6 +8,8 @@ METHOD = MethodInfo(
     ),
     venue="ICML 2026",
     arxiv="2606.07726",
+    slot="sklearn model search",
+    use="SySRsSearchCV(est, grid).fit(X, y)",
     host="scikit-learn-style estimator + framework-free ask/tell scheduler",
     extras=("sklearn",),
     public={
@@ -28,7 +30,6 @@ METHOD = MethodInfo(
         "simulate": "hf_ext.sysrs.simulate",
     },
     bench="hf_ext.sysrs.bench:run",
-    tour="hf_ext.sysrs.bench:tour",
     citation=(
         "@inproceedings{lyu2026sysrs,\n"
         "  title = {Cutting {LLM} Evaluation Costs with {SySRs}: A Bandit Algorithm that Provably Exploits "

@@ -6,6 +6,8 @@ METHOD = MethodInfo(
     title="Vegas: Self-Speculative Decoding with Verification-Guided Sparse Attention",
     venue="ICML 2026",
     arxiv="2602.07223",
+    slot="transformers generate",
+    use="lm.generate(custom_generate=vegas_generate)",
     host="transformers generate(custom_generate=...) + registered attention function",
     extras=("transformers",),
     public={
@@ -26,7 +28,6 @@ METHOD = MethodInfo(
     },
     bench="hf_ext.generation.vegas.bench:run",
     assets={"vegas-byte-llama": "hf_ext.generation.vegas._bench_lm:byte_llama_path"},
-    tour="hf_ext.generation.vegas.bench:tour",
     citation=(
         "@inproceedings{yue2026vegas,\n"
         "  title = {Vegas: Self-Speculative Decoding with Verification-Guided Sparse Attention},\n"

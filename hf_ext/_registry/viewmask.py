@@ -35,6 +35,8 @@ METHOD = MethodInfo(
     ),
     venue="ICML 2026",
     arxiv="2512.14099",
+    slot="diffusers pipeline",
+    use="ViewMaskPipeline(...)(image, prompt).images",
     host=(
         "diffusers DiffusionPipeline (ViewMaskPipeline on AmusedScheduler) + ModelMixin models "
         "(LFQAutoencoder, ViewMaskTransformer)"
@@ -69,7 +71,6 @@ METHOD = MethodInfo(
         "viewmask_prompt_tokenizer": ("transformers",),
     },
     bench="hf_ext.diffusers.viewmask.bench:run",
-    tour=None,
     citation=(
         "@inproceedings{zhu2026viewmask,\n"
         "  title     = {{ViewMask-1-to-3}: Multi-View Consistent Image Generation via Multimodal Discrete "

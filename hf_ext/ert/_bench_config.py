@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from hf_ext.ert._bench_shapes import SHAPES
+
 
 @dataclass(frozen=True)
 class BenchConfig:
@@ -23,7 +25,7 @@ class BenchConfig:
         r_null: Null data sets per feature dimension and n; they set each statistic's Monte-Carlo threshold.
         r_alt: Alternative data sets per shape and n.
         r_estimate: Data sets per shape for the estimation check (default calibrated vs bench classifier).
-        estimate_shapes: Shapes of the estimation check.
+        estimate_shapes: Shapes of the estimation check (none: no estimation check).
         n_estimate: Sample size of the estimation check.
         tau: Target coverage.
         level: Test level.
@@ -32,6 +34,7 @@ class BenchConfig:
         covgap_groups: k-means cells for CovGap.
         wsc_delta, wsc_directions: WSC slab mass and number of directions.
         truth_draws: Monte-Carlo draws for the true E|p - tau|, E(p - tau)^2 and E KL(p || tau).
+        digits: Run the real-data demo on scikit-learn's ``load_digits``.
         n_jobs: Worker processes over data sets (each runs one thread).
     """
 
@@ -58,24 +61,43 @@ class BenchConfig:
     wsc_delta: float = 0.1
     wsc_directions: int = 100
     truth_draws: int = 400_000
+    digits: bool = True
     n_jobs: int = 2
 
     @classmethod
     def quick(cls) -> BenchConfig:
-        """A < 60 s version: few data sets, n <= 2000; figures are indicative only."""
+        """The quick slice of the full run: its smallest n of each part, the headline (localized) shape only,
+        fewer data sets, no estimation check and no real-data demo; figures are indicative only.
+
+        19 nulls per cell is the fewest at which the Monte-Carlo threshold has size <= 5% (1/20)."""
         return cls(
-            validity_ns=(500, 2000),
+            validity_ns=(500,),
             r_validity=40,
             r_validity_power=10,
             ns=(1000,),
-            shapes=("localized", "step", "sparse"),
-            r_null=8,
-            r_alt=8,
-            r_estimate=1,
-            estimate_shapes=("step",),
-            n_estimate=1000,
+            shapes=("localized",),
+            r_null=19,
+            r_alt=20,
+            estimate_shapes=(),
             truth_draws=100_000,
+            digits=False,
         )
+
+    def settings(self) -> list[dict[str, Any]]:
+        """The settings this configuration measures (part, shape, d, n), in run order."""
+        validity = f"none / {self.validity_shape}"
+        dim = self.validity_dim
+        out = [{"part": "validity", "shape": validity, "d": dim, "n": n} for n in self.validity_ns]
+        out += [
+            {"part": "power", "shape": name, "d": SHAPES[name].dim, "n": n}
+            for n in self.ns
+            for name in self.shapes
+        ]
+        out += [
+            {"part": "estimate", "shape": name, "d": SHAPES[name].dim, "n": self.n_estimate}
+            for name in self.estimate_shapes
+        ]
+        return out + ([{"part": "digits", "shape": "digits (real)"}] if self.digits else [])
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable settings."""

@@ -1,5 +1,9 @@
 """Statistics of ``hf-ext bench ert`` on one synthetic data set, the simulation loop over data sets, and the
-Monte-Carlo test threshold. Only the benchmark imports this module."""
+Monte-Carlo test threshold. Only the benchmark imports this module.
+
+scikit-learn's OpenMP estimators are imported at module load, before any ``threadpool_limits`` block: the
+limit only reaches a runtime that is already loaded, and an unlimited one spins its threads on a busy machine
+(a cross-fit then takes tens of times longer)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from sklearn.cluster import KMeans
+from sklearn.ensemble import HistGradientBoostingClassifier
 
 from hf_ext.benchmarking import Timer
 from hf_ext.ert import _bench_shapes as shapes
@@ -48,8 +54,6 @@ _CODES = {
 
 def bench_classifier(cfg: BenchConfig, seed: int) -> Any:
     """The uncalibrated HGB of the power study (cheap; ERT-L1 only needs the side of tau)."""
-    from sklearn.ensemble import HistGradientBoostingClassifier
-
     return HistGradientBoostingClassifier(
         max_iter=cfg.hgb_max_iter, max_leaf_nodes=cfg.hgb_leaves, early_stopping=False, random_state=seed
     )
@@ -95,8 +99,6 @@ def statistics(
             out[ZTEST], out[f"{ZTEST} se"] = z_test(per_sample_excess_risk(h, z, tau, "l1"))
         out[f"{METHOD} s"] = out[f"{ZTEST} s"] = t.seconds
     if baselines:
-        from sklearn.cluster import KMeans
-
         with Timer() as t:
             groups = KMeans(n_clusters=cfg.covgap_groups, n_init=1, random_state=seed).fit_predict(x)
             counts, hits = legacy.group_sums(groups, z)

@@ -322,9 +322,7 @@ def _power_notes(rows: list[dict[str, Any]], cfg: BenchConfig) -> list[str]:
     return notes
 
 
-def _report(
-    rows: list[dict[str, Any]], cfg: BenchConfig, what: str, quick: bool, seconds: float
-) -> BenchReport:
+def _report(rows: list[dict[str, Any]], cfg: BenchConfig, quick: bool, seconds: float) -> BenchReport:
     n_head = max(cfg.ns)
     headline = Headline.from_rows(
         rows,
@@ -340,36 +338,43 @@ def _report(
         *_power_notes(rows, cfg),
     ]
     if quick:
-        notes.append("QUICK run: few data sets per cell; every figure is indicative only.")
-    return BenchReport(rows=rows, headline=headline, config=cfg.to_dict(), what=what, notes=notes)
+        notes.append(
+            f"QUICK run: {cfg.r_alt} alternatives and {cfg.r_null} nulls per cell, so a power is a multiple "
+            f"of 1/{cfg.r_alt} with a standard error up to {0.5 / math.sqrt(cfg.r_alt):.2f}; indicative only."
+        )
+    what = (
+        f"ERT p-value FPR at n={'/'.join(map(str, cfg.validity_ns))} ({cfg.r_validity} nulls); power on "
+        f"{'/'.join(cfg.shapes)}, n={'/'.join(map(str, cfg.ns))}, {cfg.r_alt} sets each"
+    )
+    if quick:
+        full = BenchConfig()
+        what += f" (full: {len(full.validity_ns)} n; {len(full.shapes)} shapes x {len(full.ns)} n)"
+    return BenchReport(
+        rows=rows,
+        headline=headline,
+        config=cfg.to_dict(),
+        what=what,
+        notes=notes,
+        settings=cfg.settings(),
+    )
+
+
+def grid() -> list[dict[str, Any]]:
+    """The settings of the full run (part, shape, d, n)."""
+    return BenchConfig().settings()
 
 
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
-    """Run the ERT validity / power / estimation benchmark (``quick``: few data sets, < 60 s)."""
+    """Run the ERT validity / power / estimation benchmark (``quick``: the slice of
+    :meth:`~hf_ext.ert._bench_config.BenchConfig.quick`)."""
     from threadpoolctl import threadpool_limits
 
     cfg = BenchConfig.quick() if quick else BenchConfig()
     with Timer() as t, threadpool_limits(limits=1):
-        rows = _validity_rows(cfg, seed) + _power_rows(cfg, seed)
-        if not quick:
-            rows += _estimation_rows(cfg, seed) + _digits_rows(seed)
-    what = (
-        f"false-positive rate of the ERT p-value at n={cfg.validity_ns}; power at 5% (localized shape, d=10, "
-        f"n={max(cfg.ns)}): ERT-L1 vs CovGap / weighted CovGap / WSC"
-    )
-    return _report(rows, cfg, what, quick, t.seconds)
-
-
-def tour(*, quick: bool = True, seed: int = 0) -> BenchReport:
-    """A ~20 s tour: the quick benchmark's power comparison on the localized and sparse shapes."""
-    from dataclasses import replace
-
-    from threadpoolctl import threadpool_limits
-
-    cfg = replace(BenchConfig.quick(), shapes=("localized", "sparse"), validity_ns=(2000,))
-    with Timer() as t, threadpool_limits(limits=1):
-        rows = _validity_rows(cfg, seed) + _power_rows(cfg, seed)
-    return _report(rows, cfg, "ERT p-value validity and ERT-L1 vs CovGap / WSC power (tour)", True, t.seconds)
+        rows = _validity_rows(cfg, seed) + _power_rows(cfg, seed) + _estimation_rows(cfg, seed)
+        if cfg.digits:
+            rows += _digits_rows(seed)
+    return _report(rows, cfg, quick, t.seconds)
 
 
 def plot(report: BenchReport, directory: Path) -> dict[str, str]:

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hf_ext.benchmarking import BenchReport, Headline, bootstrap_ci, mean_se, verdict
 from hf_ext.grounding_ids._bench_train import ARMS, RunSpec, TaskSize, answer_prior, scene_majority
 from hf_ext.grounding_ids._bench_train import run as run_arm
+from hf_ext.grounding_ids.model import tiny_grounding_vlm
+from hf_ext.grounding_ids.synthetic import vocabulary
 
 METHOD = "partition cue (rows)"
 FIGURES = (
@@ -39,30 +42,69 @@ FIGURES = (
 )
 
 
-def run(*, quick: bool, seed: int) -> BenchReport:
-    """Full: 3 arms x 4 seeds x 1000 steps, 4096 training scenes (about 6 min on two cores). Quick: 3 arms
-    x 1 seed x 150 steps, 1024 scenes (about 30 s)."""
+@dataclass(frozen=True)
+class Plan:
+    """Budget of one run: training steps, held-out accuracy read at ``evals``, training and held-out scenes,
+    analysis items, seeds."""
+
+    steps: int
+    evals: tuple[int, ...]
+    n_train: int
+    n_test: int
+    n_analysis: int
+    seeds: tuple[int, ...]
+
+
+def _plan(*, quick: bool, seed: int) -> Plan:
+    """Full: 3 arms x 4 seeds x 1000 steps, 4096 training scenes (about 6 min on two cores). Quick: the same
+    task, 3 arms x 1 seed x 48 steps, 384 training scenes, 128 held-out."""
     if quick:
-        return _report(steps=150, seeds=(seed,), n_train=1024, n_test=256, evals=(50, 100, 150))
-    seeds = tuple(range(seed, seed + 4))
-    return _report(steps=1000, seeds=seeds, n_train=4096, n_test=512, evals=(250, 500, 750, 1000))
+        return Plan(48, (16, 32, 48), 384, 128, 32, (seed,))
+    return Plan(1000, (250, 500, 750, 1000), 4096, 512, 64, tuple(range(seed, seed + 4)))
 
 
-def tour(*, quick: bool = True, seed: int = 0) -> BenchReport:
-    """The tour's version: the quick run (``quick`` is accepted for the common signature)."""
-    return run(quick=True, seed=seed)
+def _setting(size: TaskSize) -> dict[str, Any]:
+    """The keys that define a setting: the task's geometry and the model."""
+    return {
+        "image_px": size.image_size,
+        "strips": size.rows,
+        "square_px": size.object_size,
+        "questions_per_image": size.questions,
+        "model": "tiny LLaVA, width 64",
+    }
 
 
-def _report(
-    *, steps: int, seeds: tuple[int, ...], n_train: int, n_test: int, evals: tuple[int, ...]
-) -> BenchReport:
+def grid() -> list[dict[str, Any]]:
+    """The full run's one setting (the task-size search behind it is ``_bench_search``)."""
+    return [_setting(TaskSize())]
+
+
+def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
+    """The full run or its quick slice (fewer seeds, steps and scenes; :func:`_plan`)."""
+    return _report(_plan(quick=quick, seed=seed))
+
+
+def _report(plan: Plan) -> BenchReport:
     size = TaskSize()
     specs = [
-        RunSpec(arm, size, steps, s, evals, n_train=n_train, n_test=n_test) for s in seeds for arm in ARMS
+        RunSpec(
+            arm,
+            size,
+            plan.steps,
+            s,
+            plan.evals,
+            n_train=plan.n_train,
+            n_test=plan.n_test,
+            n_analysis=plan.n_analysis,
+        )
+        for s in plan.seeds
+        for arm in ARMS
     ]
+    tiny_grounding_vlm(vocabulary(max(size.rows)))  # imports the model classes once, before the workers fork
     workers = min(2, os.cpu_count() or 1)
     with ProcessPoolExecutor(workers) as pool:
         runs = list(pool.map(run_arm, specs))
+    steps, n_test = plan.steps, plan.n_test
     rows = [_row(arm, [r for r in runs if r["arm"] == arm], steps) for arm in ARMS]
     prior = answer_prior(size, n_test)
     rows.append({"system": "majority answer", "is_baseline": True, "steps": 0, "accuracy": prior})
@@ -81,7 +123,7 @@ def _report(
                 "square_px": size.object_size,
                 "colours": 4,
                 "questions_per_image": size.questions,
-                "n_train": n_train,
+                "n_train": plan.n_train,
                 "n_test": n_test,
             },
             "model": {
@@ -93,18 +135,25 @@ def _report(
                 "image_tokens": 17,
             },
             "steps": steps,
-            "evals": list(evals),
+            "evals": list(plan.evals),
             "batch_size": 32,
             "lr": 2e-3,
             "optimizer": "AdamW",
-            "seeds": list(seeds),
+            "seeds": list(plan.seeds),
             "workers": workers,
             "threads_per_run": 1,
-            "analysis_items": 64,
+            "analysis_items": plan.n_analysis,
         },
-        what=f"tiny LLaVA, 32 px, 4 strips, {steps} steps, {len(seeds)} seed(s) x 3 arms",
-        notes=_notes(rows, headline, runs),
+        what=_what(plan),
+        notes=_notes(rows, headline, plan.n_analysis),
+        settings=[_setting(size)],
     )
+
+
+def _what(plan: Plan) -> str:
+    full = _plan(quick=False, seed=plan.seeds[0])
+    text = f"tiny LLaVA, 32 px, 4 strips, 3 arms x {len(plan.seeds)} seed(s) x {plan.steps} steps"
+    return text if plan == full else f"{text} (full: {len(full.seeds)} seeds x {full.steps} steps)"
 
 
 def _row(arm: str, runs: list[dict[str, Any]], steps: int) -> dict[str, Any]:
@@ -128,7 +177,7 @@ def _row(arm: str, runs: list[dict[str, Any]], steps: int) -> dict[str, Any]:
     return row
 
 
-def _notes(rows: list[dict[str, Any]], headline: Headline, runs: list[dict[str, Any]]) -> list[str]:
+def _notes(rows: list[dict[str, Any]], headline: Headline, n_analysis: int) -> list[str]:
     by = {r["system"]: r for r in rows}
     cue, none, ctrl = by[METHOD], by["no cue"], by["control cue (columns)"]
     layers = ("attn_matched_L1", "attn_matched_L2")
@@ -153,7 +202,7 @@ def _notes(rows: list[dict[str, Any]], headline: Headline, runs: list[dict[str, 
         ),
         "Attention ratio: attention of each question's symbol and '?' tokens on the asked strip's image "
         "tokens over their attention on all strips, divided by the strip's share of tokens (1 = chance), "
-        "averaged over heads and 64 held-out items; swap accuracy: the asked strip's image tokens "
+        f"averaged over heads and {n_analysis} held-out items; swap accuracy: the asked strip's image tokens "
         "exchanged with the next strip's as they enter decoder layer 0, fraction of answers that follow "
         "the swap.",
         "seconds: training time per run (one thread, two runs side by side), without data generation and "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +28,41 @@ METHOD = "MVProbe"
 CHANCE = 0.5
 
 
-def run(*, quick: bool, seed: int) -> BenchReport:
-    """Full: MLP and CNN zoos of 300, 3 seeds, 150 epochs; quick: an MLP zoo of 150, 1 seed, 100 epochs."""
+@dataclass(frozen=True)
+class Plan:
+    """One run: zoo architectures, members per zoo, probe seeds, probe epochs, and whether the MVProbe
+    branch ablations run."""
+
+    archs: tuple[str, ...]
+    n_models: int
+    seeds: int
+    epochs: int
+    ablations: bool
+
+
+def _plan(*, quick: bool) -> Plan:
+    """Full: MLP and CNN zoos of 300, 3 probe seeds, 150 epochs, with the branch ablations. Quick: the MLP
+    zoo's setting (the cheaper zoo to build), 150 members, 1 seed, 100 epochs, no ablations."""
     if quick:
-        return _report(archs=("mlp",), n_models=150, seeds=1, epochs=100, seed=seed)
-    return _report(archs=("mlp", "cnn"), n_models=300, seeds=3, epochs=150, seed=seed)
+        return Plan(archs=("mlp",), n_models=150, seeds=1, epochs=100, ablations=False)
+    return Plan(archs=("mlp", "cnn"), n_models=300, seeds=3, epochs=150, ablations=True)
 
 
-def tour(*, quick: bool = True, seed: int = 0) -> BenchReport:
-    """The tour's version: an MLP zoo of 100, ProbeX vs MVProbe vs StatNN, 60 epochs."""
-    return _report(archs=("mlp",), n_models=100, seeds=1, epochs=60, seed=seed, ablations=False)
+def _setting(arch: str) -> dict[str, Any]:
+    """The keys that define a setting: the zoo's architecture, its probed layer and the task."""
+    from hf_ext.mvprobe.zoo import LAYERS
+
+    return {"zoo": f"digits {arch}", "layer": LAYERS[arch], "task": "fine-tuning subset (10 labels)"}
+
+
+def grid() -> list[dict[str, Any]]:
+    """The full run's settings: one per zoo architecture."""
+    return [_setting(arch) for arch in _plan(quick=False).archs]
+
+
+def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
+    """The full run or its quick slice (fewer zoos, members, seeds and epochs; :func:`_plan`)."""
+    return _report(_plan(quick=quick), seed=seed)
 
 
 def _systems(epochs: int, ablations: bool) -> list[tuple[str, bool, Any]]:
@@ -129,11 +155,11 @@ def _evaluate(
     return row
 
 
-def _report(
-    *, archs: tuple[str, ...], n_models: int, seeds: int, epochs: int, seed: int, ablations: bool = True
-) -> BenchReport:
+def _report(plan: Plan, *, seed: int) -> BenchReport:
     from hf_ext.assets import cache_dir
     from hf_ext.mvprobe.zoo import make_model_zoo
+
+    archs, n_models, seeds, epochs = plan.archs, plan.n_models, plan.seeds, plan.epochs
 
     rows: list[dict[str, Any]] = []
     zoo_s: dict[str, float] = {}
@@ -147,7 +173,7 @@ def _report(
             zoo_s[arch] = t.seconds
             W, Y = zoo.weights, zoo.targets
             n_fit = int(0.8 * n_models)
-            systems = [("StatNN", True, _statnn), *_systems(epochs, ablations)]
+            systems = [("StatNN", True, _statnn), *_systems(epochs, plan.ablations)]
             for name, is_baseline, make in progress(systems, desc=f"mvprobe {arch}", unit="system"):
                 stats = _evaluate(name, make, probe_seeds, W, Y, n_fit)
                 rows.append(
@@ -188,8 +214,19 @@ def _report(
             "zoo_seed": seed,
             "zoo_build_s": zoo_s,
         },
-        what=f"{'/'.join(archs)} digits zoos of {n_models}, fine-tuning subset (10 labels), {seeds} seed(s)",
+        what=_what(plan),
         notes=_notes(rows, headlines, zoo_s),
+        settings=[_setting(arch) for arch in archs],
+    )
+
+
+def _what(plan: Plan) -> str:
+    text = f"{'/'.join(plan.archs)} digits zoo of {plan.n_models}, {plan.seeds} seed(s), {plan.epochs} epochs"
+    full = _plan(quick=False)
+    return (
+        text
+        if plan == full
+        else f"{text} (full: {'/'.join(full.archs)} of {full.n_models}, {full.seeds} seeds)"
     )
 
 

@@ -14,7 +14,6 @@ and up-front) of the same problem. Every sweep cell also names its best baseline
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from collections import Counter, defaultdict
@@ -281,8 +280,13 @@ def _claim_line(rows: list[dict[str, Any]], problem: str) -> str:
     )
 
 
+def grid() -> list[dict[str, Any]]:
+    """The settings of the full run: one per problem (each swept over every ``frac`` of :data:`FRACS`)."""
+    return [{"problem": p.name} for p in PROBLEMS]
+
+
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
-    """Run the sweep on every problem; ``quick`` uses fewer repetitions.
+    """Run the sweep on every problem; ``quick`` uses fewer instances per problem (``Problem.quick_reps``).
 
     Returns:
         A :class:`~hf_ext.benchmarking.BenchReport` with a ``sweep`` row per (problem, mode, frac) and a
@@ -292,17 +296,7 @@ def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
     return _sweep(PROBLEMS, quick=quick, seed=seed)
 
 
-def tour(*, quick: bool = True, seed: int = 0) -> BenchReport:
-    """A few-second version for ``hf-ext tour``: set cover and the adversarial family, 3 instances each."""
-    picked = tuple(
-        dataclasses.replace(p, quick_reps=3)
-        for p in PROBLEMS
-        if p.name in ("set_cover", "adversarial_set_cover")
-    )
-    return _sweep(picked, quick=True, seed=seed, full_checks=False)
-
-
-def _sweep(problems, *, quick: bool, seed: int, full_checks: bool = True) -> BenchReport:
+def _sweep(problems: tuple[Problem, ...], *, quick: bool, seed: int) -> BenchReport:
     rows: list[dict[str, Any]] = []
     solve_notes = []
     with Timer() as total:
@@ -335,8 +329,8 @@ def _sweep(problems, *, quick: bool, seed: int, full_checks: bool = True) -> Ben
         *solve_notes,
         *(_claim_line(rows, p.name) for p in problems),
     ]
-    if full_checks:
-        notes += _targets(rows, total.seconds, 60.0)
+    notes += _targets(rows, total.seconds, 60.0)
+    reps = {p.name: (p.quick_reps if quick else p.reps) for p in problems}
     return BenchReport(
         rows=rows,
         headline=headline,
@@ -344,8 +338,13 @@ def _sweep(problems, *, quick: bool, seed: int, full_checks: bool = True) -> Ben
             "fracs": list(FRACS),
             "ratio": RATIO,
             "seeds": {"plain": SEED_PLAIN, "fallback": SEED_FALLBACK, "instances": seed},
-            "reps": {p.name: (p.quick_reps if quick else p.reps) for p in problems},
+            "reps": reps,
         },
-        what="online set cover / facility location / parking / Steiner with predictions, cost/OPT vs eta",
+        what=(
+            f"{len(problems)} covering problems (set cover, facility, parking, Steiner, adversarial), "
+            f"{min(reps.values())}-{max(reps.values())} instances x {len(FRACS)} error levels"
+            + (f" (full: {min(p.reps for p in problems)}-{max(p.reps for p in problems)})" if quick else "")
+        ),
         notes=notes,
+        settings=[{"problem": p.name} for p in problems],
     )

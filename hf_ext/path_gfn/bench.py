@@ -7,12 +7,14 @@ aliased by coarsening each coordinate to ``x_d // 2``; trained with TB, DB and S
 runs on non-aliased features (prefix one-hot plus mask; one-hot coordinates), where memory cannot help.
 Every policy shares one head; only the memory differs. L1 is exact, by enumerating every trajectory.
 The headline is the L1 of PD-GRU on aliased bit strings against the best same-feature baseline.
+``--quick`` (also the tour) runs only that setting, Markov vs PD-GRU, with fewer steps and one seed.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -23,86 +25,91 @@ from hf_ext.path_gfn._bench_runs import RSRWM_DIM, SYSTEMS, RunSpec, run_all, un
 
 METHOD = "PD-GRU"
 
+# The runs of the full benchmark and of its quick slice (also the tour), keyed by `quick`: the quick run is
+# the headline setting (aliased bit strings, TB), Markov vs PD-GRU, with fewer steps and one seed.
+PLANS: dict[bool, dict[str, Any]] = {
+    False: {
+        "bits_steps": 3000,
+        "n_seeds": 2,
+        "full_reference": True,
+        "grid_size": 8,
+        "grid_steps": 1500,
+        "losses": ("TB", "DB", "SubTB"),
+        "rsrwm": True,
+    },
+    True: {
+        "bits_steps": 600,
+        "n_seeds": 1,
+        "full_reference": False,
+        "grid_size": 0,
+        "grid_steps": 0,
+        "losses": (),
+        "rsrwm": False,
+    },
+}
 
-def run(*, quick: bool, seed: int) -> BenchReport:
+
+def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
     """Full: bits L = 8, 3000 TB steps, 2 seeds (R-SRWM one); 8x8 grid, 1500 steps per loss, 1 seed
-    (about 8 min on two cores). Quick: bits L = 8, 400 steps and a 6x6 grid, TB, 200 steps, one seed."""
-    if quick:
-        return _report(
-            bits_steps=400, grid_size=6, grid_steps=200, seeds=(seed,), losses=("TB",), rsrwm=False, workers=1
-        )
-    return _report(
-        bits_steps=3000,
-        grid_size=8,
-        grid_steps=1500,
-        seeds=(seed, seed + 1),
-        losses=("TB", "DB", "SubTB"),
-        rsrwm=True,
-        workers=min(2, os.cpu_count() or 1),
-    )
+    (about 8 min on two cores). Quick: bits L = 8 on aliased features, Markov vs PD-GRU, 600 TB steps,
+    one seed."""
+    plan = PLANS[quick]
+    seeds = tuple(seed + i for i in range(plan["n_seeds"]))
+    return _report(plan, seeds, workers=1 if quick else min(2, os.cpu_count() or 1), quick=quick)
 
 
-def tour(*, quick: bool = True, seed: int = 0) -> BenchReport:
-    """The tour's version: bits L = 8, Markov vs PD-GRU, 300 TB steps (``quick`` is accepted for the
-    common signature)."""
-    return _report(
-        bits_steps=300,
-        grid_size=0,
-        grid_steps=0,
-        seeds=(seed,),
-        losses=(),
-        rsrwm=False,
-        workers=1,
-        full_reference=False,
-    )
+def grid() -> list[dict[str, Any]]:
+    """The settings of the full run: task, features and loss of every compared group of runs."""
+    return _settings(_specs(PLANS[False], (0, 1)))
 
 
-def _specs(
-    bits_steps: int,
-    grid_size: int,
-    grid_steps: int,
-    seeds: tuple[int, ...],
-    losses: tuple[str, ...],
-    rsrwm: bool,
-    full_reference: bool,
-) -> list[RunSpec]:
-    pd = ("gru", "rsrwm") if rsrwm else ("gru",)
+def _settings(specs: list[RunSpec]) -> list[dict[str, Any]]:
+    keys = dict.fromkeys((_task(asdict(s)), s.features, s.loss) for s in specs)
+    return [{"task": task, "features": features, "loss": loss} for task, features, loss in keys]
+
+
+def _specs(plan: dict[str, Any], seeds: tuple[int, ...]) -> list[RunSpec]:
+    """Every training run of a plan (one of ``PLANS``) on ``seeds``."""
+    bits_steps, grid_steps = plan["bits_steps"], plan["grid_steps"]
+    pd = ("gru", "rsrwm") if plan["rsrwm"] else ("gru",)
     evals = tuple(sorted({min(1000, bits_steps), bits_steps}))
     specs = [
         RunSpec("bits", 8, "aliased", p, "TB", bits_steps, evals, s) for p in ("markov", "gru") for s in seeds
     ]
-    if rsrwm:  # one seed: R-SRWM is reported, not gated, and costs about twice a GRU per step
+    if plan["rsrwm"]:  # one seed: R-SRWM is reported, not gated, and costs about twice a GRU per step
         specs.append(RunSpec("bits", 8, "aliased", "rsrwm", "TB", bits_steps, evals, seeds[0]))
-    if full_reference:
+    if plan["full_reference"]:
         specs += [RunSpec("bits", 8, "full", "markov", "TB", bits_steps, evals, s) for s in seeds]
     grid_evals = tuple(sorted({min(1000, grid_steps), grid_steps}))
-    if grid_size:
-        for loss in losses:
+    if plan["grid_size"]:
+        for loss in plan["losses"]:
             for features, policies in (("aliased", ("markov", *pd)), ("full", ("markov", "gru"))):
                 specs += [
-                    RunSpec("grid", grid_size, features, p, loss, grid_steps, grid_evals, seeds[0])
+                    RunSpec("grid", plan["grid_size"], features, p, loss, grid_steps, grid_evals, seeds[0])
                     for p in policies
                 ]
     return specs
 
 
-def _report(
-    *,
-    bits_steps: int,
-    grid_size: int,
-    grid_steps: int,
-    seeds: tuple[int, ...],
-    losses: tuple[str, ...],
-    rsrwm: bool,
-    workers: int,
-    full_reference: bool = True,
-) -> BenchReport:
-    specs = _specs(bits_steps, grid_size, grid_steps, seeds, losses, rsrwm, full_reference)
+def _what(plan: dict[str, Any]) -> str:
+    """The tour's "what ran" line of a plan: tasks, steps, seeds, losses."""
+    features = "" if plan["full_reference"] else " aliased"
+    seeds = f"{plan['n_seeds']} seed" + ("s" if plan["n_seeds"] > 1 else "")
+    text = f"bits L=8{features}, {plan['bits_steps']} TB steps x {seeds}"
+    if plan["grid_size"]:
+        size = plan["grid_size"]
+        text += f"; {size}x{size} grid, {plan['grid_steps']} steps x {'/'.join(plan['losses'])}"
+    return text
+
+
+def _report(plan: dict[str, Any], seeds: tuple[int, ...], *, workers: int, quick: bool) -> BenchReport:
+    specs = _specs(plan, seeds)
     runs = run_all(specs, workers)
     rows = _rows(runs)
-    rows.append(_uniform_row("bits", 8, bits_steps))
+    rows.append(_uniform_row("bits", 8, plan["bits_steps"]))
+    grid_size = plan["grid_size"]
     if grid_size:
-        rows.append(_uniform_row("grid", grid_size, grid_steps))
+        rows.append(_uniform_row("grid", grid_size, plan["grid_steps"]))
     headline = Headline.from_rows(
         rows,
         "L1",
@@ -114,13 +121,13 @@ def _report(
         rows=rows,
         headline=headline,
         config={
-            "bits": {"length": 8, "steps": bits_steps, "seeds": list(seeds), "loss": "TB"},
+            "bits": {"length": 8, "steps": plan["bits_steps"], "seeds": list(seeds), "loss": "TB"},
             "grid": {
                 "height": grid_size,
                 "ndim": 2,
-                "steps": grid_steps,
+                "steps": plan["grid_steps"],
                 "seed": seeds[0],
-                "losses": list(losses),
+                "losses": list(plan["losses"]),
                 "coarsen": 2,
             }
             if grid_size
@@ -131,19 +138,13 @@ def _report(
             "logZ_lr": 1e-1,
             "hidden": 64,
             "gru_hidden": 64,
-            "rsrwm_dim": RSRWM_DIM if rsrwm else None,
+            "rsrwm_dim": RSRWM_DIM if plan["rsrwm"] else None,
             "workers": workers,
             "threads_per_run": 1,
         },
-        what=(
-            f"bits L=8 ({bits_steps} TB steps, {len(seeds)} seed(s))"
-            + (
-                f"; {grid_size}x{grid_size} grid ({grid_steps} steps, {'/'.join(losses)})"
-                if grid_size
-                else ""
-            )
-        ),
+        what=f"{_what(plan)} (full: {_what(PLANS[False])})" if quick else _what(plan),
         notes=_notes(rows, headline, workers),
+        settings=_settings(specs),
     )
 
 
@@ -216,17 +217,25 @@ def _find(
     )
 
 
+def _headline_note(headline: Headline) -> str:
+    if not headline.comparable:
+        return f"Headline: {headline.text()}."
+    if headline.method == 0:
+        return "Headline: PD-GRU reached L1 = 0."
+    return (
+        f"Headline: PD-GRU L1 {headline.method:.4f} vs {headline.best_baseline_system} "
+        f"{headline.best_baseline:.4f} on aliased bit strings "
+        f"({headline.best_baseline / headline.method:.1f}x lower)."
+    )
+
+
 def _notes(rows: list[dict[str, Any]], headline: Headline, workers: int) -> list[str]:
     notes = [
         "Synthetic tasks reconstructed from the paper's description (its task code and hyperparameters "
         "were not checked); L1 = sum_x |p(x) - pi(x)| by exact enumeration (0..2); logZ is the learned "
         "scalar, true logZ by enumeration; modes = maximal-reward terminals with p(x) >= pi(x)/2 "
         "(worst seed).",
-        f"Headline: PD-GRU L1 {headline.method:.4f} vs {headline.best_baseline_system} "
-        f"{headline.best_baseline:.4f} on aliased bit strings "
-        f"({headline.best_baseline / headline.method:.1f}x lower)."
-        if headline.method > 0
-        else "Headline: PD-GRU reached L1 = 0.",
+        _headline_note(headline),
         f"Runs: one thread each, {workers} worker process(es) side by side; ms/step includes sampling and "
         "the re-threaded loss; PD-RSRWM uses d = "
         f"{RSRWM_DIM} (the class default is 64, 4x the cost per step).",

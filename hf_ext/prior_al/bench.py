@@ -16,6 +16,10 @@ macro-F1 at 40 labels and at the end, balanced accuracy, mean recall of the 3 ra
 savings ``1 - n_method / n_best_baseline``, wall time and refits. Baselines include two that use the prior:
 the prior alone (no labels) and entropy sampling deployed as prior x small model.
 
+``--quick`` (also the tour) runs the headline setting, A with sigma 1.5, with 2 seeds and 8 of the 17
+strategies, over the full label schedule (labels-to-target needs the whole curve); it loads no pretrained
+weights.
+
 The (strategy, seed) runs of a setting go over ``N_JOBS`` joblib worker processes, one thread each; every run
 is seeded on its own, so the figures do not depend on the number of workers (a user's
 ``joblib.parallel_config(backend=...)`` spreads them further).
@@ -25,12 +29,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hf_ext.benchmarking import BenchReport, Headline, Timer, mean_se, progress, verdict
+from hf_ext.prior_al import _bench_data as data
 from hf_ext.prior_al._bench_data import Task
 from hf_ext.prior_al._bench_loop import Schedule, labels_to_reach, run_learner, scores, small_model
 
@@ -107,22 +113,47 @@ SYSTEMS: tuple[tuple[str, bool, Factory, bool], ...] = (
 )
 
 
-def _settings(quick: bool) -> list[tuple[str, Callable[[int], Task], Schedule, float]]:
-    """``(name, task builder, schedule, target macro-F1)`` per setting."""
-    from hf_ext.prior_al import _bench_data as data
+@dataclass(frozen=True)
+class Setting:
+    """One benchmark setting: ``load()`` reads its shared data (encoder features) once and returns the
+    per-seed task builder."""
 
-    digits = Schedule(cold_start=20, batch=10, rounds=8 if quick else 18)
-    out: list[tuple[str, Callable[[int], Task], Schedule, float]] = [
-        ("A sigma=0.35", lambda s: data.digits_task(s, sigma=0.35), digits, 0.80),
-        (HEADLINE_SETTING, lambda s: data.digits_task(s, sigma=1.5), digits, 0.80),
-    ]
-    if not quick:
-        feats, y = data.digits_features()
-        out.append(("B efficientnet", lambda s: data.digits_encoder_task(s, feats, y), digits, 0.65))
+    name: str
+    load: Callable[[], Callable[[int], Task]]
+    schedule: Schedule
+    target: float  # macro-F1 to reach
+    quick: bool = False  # in the ``--quick`` slice
+
+
+def _pixels(sigma: float) -> Callable[[], Callable[[int], Task]]:
+    return lambda: lambda s: data.digits_task(s, sigma=sigma)
+
+
+def _efficientnet() -> Callable[[int], Task]:
+    feats, y = data.digits_features()
+    return lambda s: data.digits_encoder_task(s, feats, y)
+
+
+def _minilm() -> Callable[[int], Task]:
     emb, labels = data.text_embeddings()
-    text = Schedule(cold_start=10, batch=5, rounds=6 if quick else 10)
-    out.append(("C minilm topics", lambda s: data.text_task(s, emb, labels), text, 0.90))
-    return out
+    return lambda s: data.text_task(s, emb, labels)
+
+
+DIGITS = Schedule(cold_start=20, batch=10, rounds=18)
+TEXT = Schedule(cold_start=10, batch=5, rounds=10)
+#: The full run's settings; the quick slice is the headline setting, which needs no pretrained weights.
+SETTINGS = (
+    Setting("A sigma=0.35", _pixels(0.35), DIGITS, 0.80),
+    Setting(HEADLINE_SETTING, _pixels(1.5), DIGITS, 0.80, quick=True),
+    Setting("B efficientnet", _efficientnet, DIGITS, 0.65),
+    Setting("C minilm topics", _minilm, TEXT, 0.90),
+)
+QUICK_SEEDS, FULL_SEEDS = 2, 5
+
+
+def grid() -> list[dict[str, Any]]:
+    """The settings of the full run (computed without loading any data)."""
+    return [{"setting": s.name} for s in SETTINGS]
 
 
 def _bind(make: Factory, task: Task, seed: int, batch: int) -> Callable[[], Any]:
@@ -194,29 +225,32 @@ def _savings(rows: list[dict[str, Any]]) -> None:
                 r["savings"] = 1.0 - n / best if best > 0 else (0.0 if n == 0 else -math.inf)
 
 
-def run(*, quick: bool, seed: int) -> BenchReport:
-    """Run every strategy on every setting; see the module docstring."""
+def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
+    """Run every strategy on every setting; ``quick``: the headline setting, 2 seeds, the strategies marked
+    for quick runs (see the module docstring)."""
     from threadpoolctl import threadpool_limits
 
     from hf_ext.benchmarking import pinned_threads
 
-    seeds = [seed + i for i in range(2 if quick else 5)]
+    seeds = [seed + i for i in range(QUICK_SEEDS if quick else FULL_SEEDS)]
     systems = [s for s in SYSTEMS if s[3] or not quick]
+    settings = [s for s in SETTINGS if s.quick or not quick]
     rows: list[dict[str, Any]] = []
     curves: dict[str, dict[str, Any]] = {}
     with pinned_threads(1), threadpool_limits(1):
-        for setting, build, schedule, target in _settings(quick):
+        for setting in settings:
+            build, schedule, target = setting.load(), setting.schedule, setting.target
             tasks = [build(s) for s in seeds]
-            rows.append(_prior_row(setting, tasks, schedule, target))
+            rows.append(_prior_row(setting.name, tasks, schedule, target))
             grid = [(make, task, s) for _, _, make, _ in systems for task, s in zip(tasks, seeds)]
-            done = iter(run_grid(grid, schedule, n_jobs=N_JOBS, desc=f"prior_al {setting}"))
+            done = iter(run_grid(grid, schedule, n_jobs=N_JOBS, desc=f"prior_al {setting.name}"))
             runs = {name: [next(done) for _ in seeds] for name, _, _, _ in systems}
             for name, base, _, _ in systems:
-                rows.append(_summary(setting, name, base, runs[name], schedule, target))
-            curves[setting] = {
+                rows.append(_summary(setting.name, name, base, runs[name], schedule, target))
+            curves[setting.name] = {
                 "budgets": schedule.budgets,
                 "target": target,
-                **{r["system"]: r["_curve"] for r in rows if r["setting"] == setting},
+                **{r["system"]: r["_curve"] for r in rows if r["setting"] == setting.name},
             }
     for r in rows:
         del r["_curve"]
@@ -228,6 +262,12 @@ def run(*, quick: bool, seed: int) -> BenchReport:
         method_system=METHOD,
         where={"setting": HEADLINE_SETTING},
     )
+    what = (
+        f"{' / '.join(s.name for s in settings)}: long-tailed noisy pool, {len(seeds)} seeds, "
+        f"{len(systems)} strategies, up to {max(s.schedule.budgets[-1] for s in settings)} labels"
+    )
+    if quick:
+        what += f" (full: {len(SETTINGS)} settings, {FULL_SEEDS} seeds, {len(SYSTEMS)} strategies)"
     return BenchReport(
         rows=rows,
         headline=head,
@@ -238,8 +278,9 @@ def run(*, quick: bool, seed: int) -> BenchReport:
             "systems": [s[0] for s in systems],
             "curves": curves,
         },
-        what=f"long-tailed noisy digits and topics, {len(seeds)} seeds, {len(systems)} strategies",
+        what=what,
         notes=_notes(rows, head),
+        settings=[{"setting": s.name} for s in settings],
     )
 
 
@@ -268,11 +309,6 @@ def _notes(rows: list[dict[str, Any]], head: Headline) -> list[str]:
         "(no zero-shot image model ships offline); C zero-shot MiniLM. Oracle labels 20% flipped."
     )
     return lines
-
-
-def tour(*, quick: bool, seed: int) -> BenchReport:
-    """The quick run (Settings A and C, 2 seeds)."""
-    return run(quick=True, seed=seed)
 
 
 def plot(report: BenchReport, directory: Path) -> dict[str, str]:

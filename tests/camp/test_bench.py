@@ -92,11 +92,24 @@ def test_choose_prefers_low_fabrication_above_the_floor() -> None:
     assert _choose(cands, floor=0.99) == 0  # none qualifies: the most helpful
 
 
+def test_grid_is_the_task_the_run_builds() -> None:
+    from hf_ext.trl.camp import _bench_task as T
+    from hf_ext.trl.camp import bench
+
+    (setting,) = bench.grid()
+    task = T.make_task(0, **bench.TASK)
+    sizes = (len(task.known), len(task.unknown_train), len(task.unknown_pairs), len(task.unknown_val))
+    assert sizes == (setting["n_known"], setting["n_unknown"], setting["n_unknown_pairs"], setting["n_val"])
+    assert len(task.unknown_test) == setting["n_test"] and bench.grid() == [setting]
+
+
 @pytest.mark.slow
 def test_quick_benchmark_report_and_plot(tmp_path: Any) -> None:
-    from hf_ext.trl.camp.bench import plot, run
+    from hf_ext.benchmarking import check_slice
+    from hf_ext.trl.camp.bench import grid, plot, run
 
     report = run(quick=True, seed=0)
+    check_slice(report.settings, grid(), method="camp")
     assert [r["system"] for r in report.rows] == ["sft", "dpo", "camp"]
     assert report.headline.figure == "fabrication" and not report.headline.higher_is_better
     assert math.isfinite(report.headline.method)

@@ -71,3 +71,14 @@ def test_gpu_script_smoke_run_writes_its_report(tmp_path):
     checks = [r for r in rows if "max_abs_out" in r]
     assert checks and all(r["max_abs_out"] < 1e-5 and r["max_abs_lse"] < 1e-5 for r in checks)
     assert (tmp_path / "echo_gpu.json").is_file() and "| smoke" in (tmp_path / "echo_gpu.md").read_text()
+
+
+def test_quick_settings_are_a_slice_of_the_full_grid():
+    from hf_ext.benchmarking import check_slice
+    from hf_ext.diffusers.echo_attention import bench
+
+    full = bench.grid()
+    check_slice(list(bench.QUICK), full, method="echo_attention")
+    assert len(full) == 9 and len(bench.QUICK) < len(full)
+    assert "full: 3 DiT + 6 Q/K/V settings" in bench._what(list(bench.QUICK))
+    assert "full:" not in bench._what(full)

@@ -79,12 +79,26 @@ def test_bench_rows_notes_and_plots_tiny(tmp_path):
     # a 0.105 L1 shift is obvious at n=600, also to the held-out test that fits on half of the rows
     assert step["ERT-L1"]["power"] == pytest.approx(1.0)
     assert step["ERT-L1 held-out test"]["power"] == pytest.approx(1.0)
-    report = bench._report(rows, cfg, "tiny", quick=True, seconds=1.0)
+    report = bench._report(rows, cfg, quick=True, seconds=1.0)
     assert report.headline.figure == "power"
+    assert report.settings == cfg.settings() and {s["part"] for s in report.settings} == {"validity", "power"}
     assert any(line.startswith("n=600: power(ERT-L1)") for line in report.notes)
     assert any(line.startswith("n=300: held-out test FPR") for line in report.notes)
     files = bench.plot(report, tmp_path)
     assert {"validity", "power"} == set(files) and all((tmp_path / f"ert_{k}.png").exists() for k in files)
+
+
+def test_quick_settings_are_a_slice_of_the_full_grid():
+    from hf_ext.benchmarking import check_slice
+    from hf_ext.ert import bench
+    from hf_ext.ert._bench_config import BenchConfig
+
+    grid = bench.grid()
+    assert {s["part"] for s in grid} == {"validity", "power", "estimate", "digits"}
+    assert len([s for s in grid if s["part"] == "power"]) == 10  # 5 shapes x 2 n
+    quick = BenchConfig.quick()
+    check_slice(quick.settings(), grid, method="ert")
+    assert quick.r_null >= 19  # the fewest nulls whose Monte-Carlo threshold has size <= 0.05
 
 
 def test_rate_ci_is_the_wilson_interval():

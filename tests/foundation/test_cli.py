@@ -20,7 +20,33 @@ def _fake_bench(*, quick: bool, seed: int) -> BenchReport:
         {"system": "ours", "is_baseline": False, "error": 0.1, "seconds": 1.5},
     ]
     head = Headline.from_rows(rows, "error", higher_is_better=False, method_system="ours")
-    return BenchReport(rows=rows, headline=head, config={"n": 3 if quick else 30}, what=f"toy, seed {seed}")
+    settings = [{"size": 3}] if quick else _fake_grid()
+    return BenchReport(
+        rows=rows,
+        headline=head,
+        config={"n": 3 if quick else 30},
+        what=f"toy, seed {seed}",
+        settings=settings,
+    )
+
+
+def _fake_grid() -> list[dict]:
+    return [{"size": 3}, {"size": 30}]
+
+
+def _off_grid_bench(*, quick: bool, seed: int) -> BenchReport:
+    report = _fake_bench(quick=quick, seed=seed)
+    report.settings = [{"size": 4}]
+    return report
+
+
+def _no_baseline_bench(*, quick: bool, seed: int) -> BenchReport:
+    rows = [
+        {"system": "base", "is_baseline": True, "recovered": float("nan")},
+        {"system": "ours", "is_baseline": False, "recovered": 0.0},
+    ]
+    head = Headline.from_rows(rows, "recovered", higher_is_better=True, method_system="ours")
+    return BenchReport(rows=rows, headline=head, what="nothing to recover", settings=[{"size": 3}])
 
 
 def _broken_bench(*, quick: bool, seed: int) -> BenchReport:
@@ -30,12 +56,14 @@ def _broken_bench(*, quick: bool, seed: int) -> BenchReport:
 @pytest.fixture
 def fake_methods(monkeypatch):
     module = types.ModuleType("hf_ext_fake_bench")
-    module.ok, module.broken = _fake_bench, _broken_bench
+    module.ok, module.broken, module.grid = _fake_bench, _broken_bench, _fake_grid
+    module.off_grid, module.no_baseline = _off_grid_bench, _no_baseline_bench
     monkeypatch.setitem(sys.modules, "hf_ext_fake_bench", module)
     common = dict(title="T", venue="V", arxiv=None, host="h", extras=(), public={}, citation="@misc{x}")
     fake = {
         "good": MethodInfo(id="good", name="Good", bench="hf_ext_fake_bench:ok", **common),
         "bad": MethodInfo(id="bad", name="Bad", bench="hf_ext_fake_bench:broken", **common),
+        "none": MethodInfo(id="none", name="None", bench="hf_ext_fake_bench:no_baseline", **common),
     }
     monkeypatch.setattr(cli, "methods", lambda: fake)
     return fake
@@ -45,7 +73,7 @@ def test_bench_prints_table_and_writes_schema(fake_methods, tmp_path, capsys):
     out = tmp_path / "r.json"
     assert cli.main(["bench", "good", "--quick", "--json", str(out), "--seed", "3"]) == 0
     printed = capsys.readouterr().out
-    assert "ours" in printed and "headline  error: 0.1 vs 0.3 (other)" in printed
+    assert "ours" in printed and "headline  error 0.1 vs 0.3 (other), x0.333" in printed
     doc = json.loads(out.read_text())
     assert {"method", "quick", "seed", "config", "rows", "headline", "env"} <= set(doc)
     assert (doc["method"], doc["quick"], doc["seed"], doc["config"]) == ("good", True, 3, {"n": 3})
@@ -55,7 +83,9 @@ def test_bench_prints_table_and_writes_schema(fake_methods, tmp_path, capsys):
         "method": 0.1,
         "best_baseline_system": "other",
         "best_baseline": 0.3,
+        "verdict": "ahead",
     }
+    assert doc["settings"] == [{"size": 3}]
     assert set(doc["env"]) == {"python", "torch", "cpu_count"}
     assert all({"system", "is_baseline"} <= set(r) for r in doc["rows"])
 
@@ -129,6 +159,44 @@ def test_tour_reports_failures_and_goes_on(fake_methods, capsys):
     out = capsys.readouterr().out
     assert "FAILED" in out and "RuntimeError: boom" in out
     assert "toy, seed 0" in out
+
+
+def test_tour_without_a_finite_baseline_says_so_and_passes(fake_methods, capsys):
+    assert cli.main(["tour", "--only", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "no comparison at this size" in out and "FAILED" not in out
+
+
+def test_quick_run_off_its_full_grid_fails(fake_methods, monkeypatch, capsys):
+    fake_methods["off"] = MethodInfo(
+        id="off",
+        name="Off",
+        title="T",
+        venue="V",
+        arxiv=None,
+        host="h",
+        extras=(),
+        public={},
+        citation="@misc{x}",
+        bench="hf_ext_fake_bench:off_grid",
+    )
+    assert cli.main(["tour", "--wide"]) == 1
+    assert "measured setting {'size': 4} that is not in its full run's grid" in capsys.readouterr().out
+
+
+def test_tour_table_fits_120_columns_and_writes_json(fake_methods, tmp_path, capsys):
+    out = tmp_path / "tour.json"
+    cli.main(["tour", "--json", str(out)])
+    printed = capsys.readouterr().out
+    table = printed.split("\n\ntour: ")[0]
+    assert max(len(line) for line in table.splitlines()) <= 120
+    assert table.splitlines()[0].split() == ["method", "what", "ran", "headline", "verdict", "seconds"]
+    assert "tour: 3 methods in " in printed
+    doc = json.loads(out.read_text())
+    assert [e["method"] for e in doc["entries"]] == ["good", "bad", "none"]
+    assert doc["entries"][0]["headline"]["verdict"] == "ahead" and doc["entries"][1]["verdict"] == "FAILED"
+    cli.main(["tour", "--wide"])
+    assert "host component" in capsys.readouterr().out
 
 
 def test_list_shows_registry_within_100_columns(capsys):

@@ -13,7 +13,7 @@ import pytest
 
 import hf_ext
 from hf_ext import _availability
-from hf_ext._readme import GENERATED, generated_sections
+from hf_ext._readme import GENERATED, ROW_LIMIT, generated_sections, last_full_run
 from hf_ext._registry import get, methods
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,10 +121,10 @@ def test_registry_entry_is_complete(method_id):
     assert (ROOT / "docs" / "methods" / f"{method_id}.md").is_file(), "docs page missing"
     assert info.citation.lstrip().startswith("@"), "citation must be BibTeX"
     assert set(info.extras) <= set(_availability.EXTRAS)
-    for target in filter(None, (info.bench, info.tour)):
-        module, _, function = target.partition(":")
-        assert module.startswith("hf_ext.") and function
-        assert importlib.util.find_spec(module) is not None, target
+    module, _, function = info.bench.partition(":")
+    assert module.startswith("hf_ext.") and function
+    assert importlib.util.find_spec(module) is not None, info.bench
+    assert info.slot and info.use, "the README row needs a host slot and a one-line use"
     for module in info.public.values():
         assert importlib.util.find_spec(module) is not None, module
 
@@ -174,3 +174,19 @@ def test_public_extras_override_the_method_extras():
         for name, extras in info.public_extras.items():
             assert name in info.public, f"{info.id}: public_extras names {name!r}, which is not public"
             assert table[name][1] == extras
+
+
+def test_readme_methods_table_rows_are_short_and_carry_a_status():
+    text = (ROOT / "README.md").read_text()
+    table = text.split("<!-- feature-table:start")[1].split("<!-- feature-table:end -->")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| [")]
+    assert len(rows) == len(methods())
+    for row in rows:
+        assert len(row) <= ROW_LIMIT, f"{len(row)} characters: {row}"
+        assert row.rstrip(" |").rsplit("|", 1)[1].strip() != "see docs", f"no full-run status: {row}"
+
+
+@pytest.mark.parametrize("method_id", sorted(methods()))
+def test_docs_page_states_the_last_full_run(method_id):
+    status = last_full_run(method_id)
+    assert status.startswith(("claim met", "claim missed", "not recorded")), status

@@ -25,3 +25,12 @@ def test_trivial_baselines():
     size = TaskSize()
     assert 0.2 < answer_prior(size, 256) < 0.35
     assert 0.4 < scene_majority(size, 256) < 0.6  # no binding needed
+
+
+def test_quick_plan_is_a_smaller_slice_of_the_full_grid():
+    from hf_ext.grounding_ids.bench import _plan, grid
+
+    quick, full = _plan(quick=True, seed=0), _plan(quick=False, seed=0)
+    assert len(grid()) == 1 and grid()[0]["image_px"] == TaskSize().image_size
+    assert quick.steps < full.steps and len(quick.seeds) < len(full.seeds) and quick.n_train < full.n_train
+    assert quick.evals[-1] == quick.steps and full.evals[-1] == full.steps  # accuracy is read at the end

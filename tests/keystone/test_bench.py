@@ -1,11 +1,13 @@
 """Benchmark helpers: answer alignment checked by a look-ahead oracle, one tiny end-to-end fine-tuning grid
-that leaves the model as it found it, the set anatomy and the weight-norm control by hand."""
+that leaves the model as it found it, the set anatomy and the weight-norm control by hand, and both runs of
+the benchmark on a tiny model."""
 
 from __future__ import annotations
 
 import re
 from types import SimpleNamespace
 
+import pytest
 import torch
 from torch import nn
 
@@ -98,3 +100,42 @@ def test_set_anatomy_and_weight_norms_by_hand(make_lm):
     scores = weight_norm_scores(lm, ("o_proj",))
     assert set(scores) == {"model.layers.0.self_attn.o_proj", "model.layers.1.self_attn.o_proj"}
     torch.testing.assert_close(scores["model.layers.0.self_attn.o_proj"], torch.full((16,), 2.0))
+
+
+def _bench_tokenizer():
+    from hf_ext.peft.keystone._bench_data import GIBBERISH, GREEDY, HELDOUT, PROBE_GROUPS
+    from hf_ext.peft.keystone._bench_finetune import format_task, knowledge_task
+
+    texts = [*GIBBERISH.values(), *GREEDY, *(t for g in PROBE_GROUPS for t in g.values())]
+    texts += [t for pair in HELDOUT.values() for t in pair]
+    for task in (knowledge_task(), format_task()):
+        texts += [p + " " + a for p, a in [*task.train, *task.val, *task.test]]
+    return word_tokenizer(sorted({w for t in texts for w in re.findall(r"\w+|[^\w\s]+", t)}))
+
+
+@pytest.mark.slow
+def test_full_and_quick_runs_on_a_tiny_model(make_lm, monkeypatch, tmp_path):
+    """Every code path of the benchmark, with a tiny Llama in place of Gemma-3-270M: the full run measures
+    exactly its grid, the quick run a slice of it (Part A at the smallest k), and both plot."""
+    from hf_ext.benchmarking import check_slice
+    from hf_ext.peft.keystone import bench
+
+    tok = _bench_tokenizer()
+    monkeypatch.setattr("hf_ext.assets.gemma3_270m", lambda: (make_lm(vocab_size=len(tok)), tok))
+    full = bench.run(quick=False, seed=0)
+    assert full.settings == bench.grid()
+    assert {r["task"] for r in full.rows if r["table"] == "B"} == set(bench.TASKS)
+    assert {r["k"] for r in full.rows if r["table"] == "A"} == {0, *bench.SIZES}
+    assert full.headline.figure == "ppl_ratio" and len(full.config["iou"]) == 2
+    assert set(bench.plot(full, tmp_path / "full")) == {"ablation", "finetune", "front"}
+    quick = bench.run(quick=True, seed=1)
+    check_slice(quick.settings, bench.grid(), method="keystone")
+    assert quick.settings == [{"part": "A ablation", "model": bench.MODEL, "k": min(bench.SIZES)}]
+    assert [r["system"] for r in quick.rows] == [
+        "no ablation",
+        "keystone (mean-norm, min)",
+        f"random (max of {bench.QUICK_DRAWS})",
+        f"random (median of {bench.QUICK_DRAWS})",
+    ]
+    assert quick.headline.verdict in {"ahead", "behind", "level", "no comparison"}
+    assert set(bench.plot(quick, tmp_path / "quick")) == {"ablation"}

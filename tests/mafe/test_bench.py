@@ -1,4 +1,4 @@
-"""Smoke test of the MAFE benchmark (the tour: quick Loan only) and its figures."""
+"""Smoke test of the MAFE benchmark (the quick run, also the tour: the Loan slice) and its figures."""
 
 from __future__ import annotations
 
@@ -12,10 +12,19 @@ from hf_ext.testing import requires
 pytestmark = [requires("pettingzoo"), pytest.mark.slow]
 
 
-def test_tour_runs_reports_and_plots(tmp_path):
-    from hf_ext.marl.mafe.bench import plot, tour
+def test_grid_names_every_environment():
+    from hf_ext.marl.mafe.bench import grid
 
-    report = tour(seed=0)
+    assert [g["env"] for g in grid()] == ["loan", "healthcare", "education"]
+
+
+def test_quick_runs_reports_and_plots(tmp_path):
+    from hf_ext.benchmarking import check_slice
+    from hf_ext.marl.mafe.bench import grid, plot, run
+
+    report = run(quick=True, seed=0)
+    check_slice(report.settings, grid(), method="mafe")
+    assert report.settings == [{"env": "loan", "max_cycles": 100}]
     systems = {r["system"] for r in report.rows}
     assert {"approve-all", "approve-none", "random", "greedy, no intervention"} <= systems
     assert {"F-MACEM beta=0", "F-MACEM beta=5", "independent CEM beta=5"} <= systems

@@ -91,6 +91,7 @@ def test_reduced_sweep_over_all_problems_is_fast():
     report = bench._sweep(problems, quick=True, seed=0)
     seconds = time.perf_counter() - start
     assert seconds < 10, seconds
+    assert report.settings == bench.grid()  # --quick runs every problem of the full grid, on fewer instances
     sweep = [r for r in report.rows if r["table"] == "sweep"]
     claim = [r for r in report.rows if r["table"] == "claim"]
     assert len({(r["problem"], r["system"], r["frac"]) for r in sweep}) == len(sweep) == 5 * (4 * 6 + 1)

@@ -50,3 +50,11 @@ def test_labels_to_reach():
     assert budgets == [20, 30, 40, 50]
     assert labels_to_reach([0.5, 0.79, 0.8, 0.9], budgets, 0.8) == 40
     assert math.isinf(labels_to_reach([0.5, 0.6, 0.7, 0.75], budgets, 0.8))
+
+
+def test_grid_names_every_setting_and_quick_runs_the_headline_one():
+    from hf_ext.prior_al import bench
+
+    assert bench.grid() == [{"setting": s.name} for s in bench.SETTINGS]  # no data loaded
+    quick = [s.name for s in bench.SETTINGS if s.quick]
+    assert quick == [bench.HEADLINE_SETTING]

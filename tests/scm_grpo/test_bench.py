@@ -47,11 +47,33 @@ def test_mutations_and_microbench() -> None:
     assert all(v > 0 for key, v in out.items() if key.startswith("us_"))
 
 
+def test_every_world_of_the_grid_tokenizes_and_the_quick_plan_is_a_slice() -> None:
+    from hf_ext.testing import word_tokenizer
+    from hf_ext.trl.scm_grpo import _bench_world as W
+    from hf_ext.trl.scm_grpo import bench
+
+    assert [s["world"] for s in bench.grid()] == list(bench.FULL) == list(bench.SFT_BY_WORLD)
+    for setting in bench.grid():
+        spec = bench.WORLDS[setting["world"]]
+        tok = word_tokenizer(W.vocabulary(spec["n_entities"], spec["n_relations"]))
+        for row in bench.world_rows(setting["world"], 0, 30):
+            ids = tok.convert_tokens_to_ids(W.completion_tokens(row))
+            assert tok.unk_token_id not in ids and row["num_hops"] in spec["hops"]
+            assert len(ids) <= bench.MAX_NEW
+    for world, quick in bench.QUICK.items():  # fewer items, steps, seeds and arms of a full-run world
+        full = bench.FULL[world]
+        assert quick.n_train <= full.n_train and quick.n_test <= full.n_test
+        assert quick.grpo_steps <= full.grpo_steps and quick.seeds <= full.seeds
+        assert set(quick.arms) <= set(full.arms)
+
+
 @pytest.mark.slow
 def test_quick_benchmark_report() -> None:
-    from hf_ext.trl.scm_grpo.bench import run
+    from hf_ext.benchmarking import check_slice
+    from hf_ext.trl.scm_grpo.bench import grid, run
 
     report = run(quick=True, seed=0)
+    check_slice(report.settings, grid(), method="scm_grpo")
     assert [r["system"] for r in report.rows] == ["sft_only", "A_label_format", "B_scm"]
     assert report.headline.figure == "depth_abs_err" and not report.headline.higher_is_better
     assert all(0 <= r["format_valid"] <= 1 and 0 <= r["accuracy"] <= 1 for r in report.rows)

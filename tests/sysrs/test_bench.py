@@ -35,18 +35,38 @@ def test_budget_to_error_reports_not_reached() -> None:
 
 @pytest.mark.slow
 @requires("sklearn")
-def test_tour_runs_and_reports_targets() -> None:
-    from hf_ext.sysrs.bench import tour
+def test_quick_run_is_a_slice_and_reports_targets() -> None:
+    from hf_ext.benchmarking import check_slice
+    from hf_ext.sysrs import bench
 
-    report = tour(seed=0)
+    report = bench.run(quick=True, seed=0)
+    check_slice(report.settings, bench.grid(), method="sysrs")
     systems = {r["system"] for r in report.rows}
     assert systems == {"uniform", "uniform-synced", "SR", "SySRs", "SH", "SH-synced"}
     assert report.headline.figure == "error_rate" and report.headline.best_baseline_system != "SySRs"
     assert all(r["max_spent"] <= r["budget"] for r in report.rows if r["table"] == "fixed budget")
-    assert report.headline.figure == "error_rate"
     means = [r for r in report.rows if r["table"] == "mean over real data"]
-    assert len(means) == 6 and all(r["settings"] == 6 for r in means)
-    assert any("err(SySRs) <= 0.5 x err(SR) on digits @ 3000" in n for n in report.notes)
+    assert len(means) == 6 and all(r["settings"] == 4 for r in means)
+    assert {r["matrix"] for r in report.rows if r["table"] == "fixed confidence"} == {"breast_cancer", "wine"}
+    assert any(n.startswith("Spend <= budget in every run: MET") for n in report.notes)
+
+
+@pytest.mark.slow
+def test_correlated_matrices_get_the_target_line() -> None:
+    from hf_ext.sysrs import bench
+
+    irt = next(s for s in bench.SETTINGS if s.name == "irt_s3")
+    report = bench._report((irt,), reps=20, factor=2.0, seed=0)
+    assert any("err(SySRs) <= 0.5 x err(SR) on irt_s3 @ 2000" in n for n in report.notes)
+
+
+def test_grid_is_cheap_and_covers_every_matrix() -> None:
+    from hf_ext.sysrs import bench
+
+    grid = bench.grid()
+    assert {g["matrix"] for g in grid} == {s.name for s in bench.SETTINGS}
+    assert {"table": "fixed budget", "matrix": "wine", "budget": 356} in grid
+    assert sum(g["table"] == "fixed confidence" for g in grid) == len(bench.SETTINGS)
 
 
 def test_coupled_matrix_correlation_and_accuracies() -> None:

@@ -339,24 +339,54 @@ def _prefilled(lm, prompt, length):
     return cache.slots[0].keys[0, :, : prompt.shape[1] - 1]
 
 
-def test_a_cached_model_from_another_recipe_is_stale(tmp_path):
+def test_a_build_from_another_recipe_is_stale(tmp_path):
     import json
-    from dataclasses import asdict
 
     from hf_ext.generation.vegas import _bench_lm
 
-    stages = [asdict(stage) for stage in _bench_lm.STAGES]
-    shipped = {"arch": _bench_lm.ARCH, "stages": stages, "numerics": _bench_lm.NUMERICS}
-    (tmp_path / "recipe.json").write_text(json.dumps(shipped))
+    def recipe(**kw):
+        (tmp_path / "recipe.json").write_text(json.dumps(kw))
+
+    recipe(recipe_sha256=_bench_lm.recipe_sha256())
     assert _bench_lm.stale_recipe(tmp_path) is None
-    (tmp_path / "recipe.json").write_text(json.dumps({**shipped, "numerics": {}}))  # an unpinned build
-    assert _bench_lm.stale_recipe(tmp_path) is not None
-    older = {**_bench_lm.ARCH, "hidden_size": 256, "num_hidden_layers": 4}
-    (tmp_path / "recipe.json").write_text(json.dumps({"arch": older, "steps": 800}))
+    recipe(arch=_bench_lm.ARCH)  # a build from before the recipe hash
     assert "another recipe" in _bench_lm.stale_recipe(tmp_path)
-    shorter = [{**stages[0], "steps": stages[0]["steps"] - 1}, *stages[1:]]
-    (tmp_path / "recipe.json").write_text(json.dumps({**shipped, "stages": shorter}))
+    shorter = (_bench_lm.Stage(**{**vars(_bench_lm.STAGES[0]), "steps": 1}), *_bench_lm.STAGES[1:])
+    recipe(recipe_sha256=_bench_lm.recipe_sha256(shorter))
     assert _bench_lm.stale_recipe(tmp_path) is not None
+    recipe(recipe_sha256=_bench_lm.recipe_sha256(seed=1))
+    assert _bench_lm.stale_recipe(tmp_path) is not None
+
+
+def test_the_shipped_model_passes_its_checks_and_a_damaged_one_is_refused(tmp_path, monkeypatch):
+    import shutil
+
+    from hf_ext.generation.vegas import _bench_lm
+
+    assert _bench_lm.byte_llama_path() == _bench_lm.SHIPPED  # checksums and recipe hash agree
+    copy = tmp_path / "byte_llama"
+    shutil.copytree(_bench_lm.SHIPPED, copy)
+    with (copy / "model.safetensors").open("r+b") as f:
+        f.seek(-1, 2)
+        last = f.read(1)
+        f.seek(-1, 2)
+        f.write(b"\x00" if last != b"\x00" else b"\x01")
+    monkeypatch.setattr(_bench_lm, "SHIPPED", copy)
+    with pytest.raises(
+        RuntimeError, match=r"damaged \(model.safetensors fails its SHA-256 check\); reinstall"
+    ):
+        _bench_lm.byte_llama_path()
+
+
+@pytest.mark.asset_rebuild
+@requires("transformers")
+def test_rebuilding_the_shipped_recipe_gives_the_shipped_bytes(tmp_path):
+    """The shipped model is what its recipe builds (about 13 minutes on two cores: `make test-assets`)."""
+    from hf_ext.generation.vegas._bench_lm import SHIPPED, train
+
+    train(tmp_path / "lm")
+    for name in ("model.safetensors", "config.json"):
+        assert (tmp_path / "lm" / name).read_bytes() == (SHIPPED / name).read_bytes(), name
 
 
 def test_a_stage_warms_up_then_decays_to_zero():
@@ -398,3 +428,26 @@ def test_train_builds_the_same_weights_when_mkl_may_not_use_avx512(tmp_path, mon
     train(tmp_path / "avx2", stages=stages)
     here, avx2 = ((tmp_path / name / "model.safetensors").read_bytes() for name in ("here", "avx2"))
     assert here == avx2
+
+
+def test_quick_decodes_the_smallest_grid_setting_as_the_full_run_does():
+    from hf_ext.generation.vegas.bench import FULL, QUICK, grid
+
+    assert grid() == [{"context": n, "batch": b} for n in (4096, 16384, 32768) for b in (1, 8)]
+    assert [{"context": n, "batch": b} for n in QUICK.contexts for b in QUICK.batches] == [grid()[0]]
+    assert QUICK.new == FULL.new and "vegas" in QUICK.arms
+    assert (QUICK.sweep, QUICK.acceptance) == ((), 0)
+
+
+def test_quick_note_sets_vegas_forwards_and_phase_times_against_the_fastest_plain_arm():
+    from hf_ext.generation.vegas.bench import KERNEL, PLAIN, _quick_note
+
+    def plain(system, tps):
+        return {"system": system, "context": 64, "batch": 1, "forwards": 32, "tokens_per_s": tps,
+                "kv_MB_per_token": 8.4}  # fmt: skip
+
+    vegas = {**_arm("vegas", 0.8, 0.9), "batch": 1, "forwards": 38, "tau": 5.2, "tokens_per_s": 450.0,
+             "kv_MB_per_token": 2.4, "_draft_ms": 1.3, "_verify_ms": 2.8}  # fmt: skip
+    note = _quick_note([plain(PLAIN, 400.0), plain(KERNEL, 500.0), vegas], (64, 1))
+    assert "2.4 MB of KV per token against 8.4 MB, with 1.19x the forwards (tau 5.20)" in note
+    assert f"1.30 ms and a verify 2.80 ms against 2.00 ms per step of {KERNEL}" in note

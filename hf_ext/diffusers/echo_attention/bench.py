@@ -27,25 +27,39 @@ logger = logging.getLogger(__name__)
 BUDGET = 0.25
 BLOCK = 64
 STAGE3_STEPS = 4
+DRIFTS = (0.0, 0.1, 0.4)
+BUDGETS = (BUDGET, BUDGET / 2)
+HOSTS = {WAN.part: WAN, COGVIDEOX.part: COGVIDEOX}
+FRAMES = {WAN.part: (8, 32), COGVIDEOX.part: (16,)}
+# the quick run's slice of the grid: its cheapest Part A setting and the tiny Wan at its shortest sequence
+QUICK = (
+    {"part": "A", "drift": 0.1, "budget": BUDGET},
+    {"part": WAN.part, "model": WAN.model, "frames": 8, "budget": BUDGET},
+)
+
+
+def grid() -> list[dict[str, Any]]:
+    """The full run's settings: Part A per (drift, budget); Parts B and C per (model, frame count)."""
+    part_a = [{"part": "A", "drift": d, "budget": b} for d in DRIFTS for b in BUDGETS]
+    e2e = [
+        {"part": part, "model": HOSTS[part].model, "frames": f, "budget": BUDGET}
+        for part, frames in FRAMES.items()
+        for f in frames
+    ]
+    return part_a + e2e
 
 
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
-    """Part A (synthetic Q/K/V), Part B (tiny Wan), Part C (tiny CogVideoX); targets judged from the rows."""
+    """Part A (synthetic Q/K/V), Part B (tiny Wan), Part C (tiny CogVideoX); targets judged from the rows.
+
+    The quick run measures the :data:`QUICK` settings with one calibration seed and fewer timing repeats.
+    """
+    settings = [s for s in grid() if s in QUICK] if quick else grid()
+    cal_seeds = [seed] if quick else [seed, seed + 1]
     with pinned_threads(1), seeded(seed):
-        if quick:
-            rows = attention_rows([0.1], [BUDGET], [seed], [seed + 4], repeats=2)
-            wan_frames, cog_frames = [8], [8]
-        else:
-            rows = attention_rows(
-                [0.0, 0.1, 0.4], [BUDGET, BUDGET / 2], [seed, seed + 1], [seed + 4], repeats=3
-            )
-            wan_frames, cog_frames = [8, 32], [16]
-        notes: list[str] = []
-        for host, frame_list in ((WAN, wan_frames), (COGVIDEOX, cog_frames)):
-            for frames in frame_list:
-                r, n = e2e_rows(host, frames, BUDGET, BLOCK, STAGE3_STEPS, seed, repeats=3 if quick else 5)
-                rows += r
-                notes += n
+        rows, notes = _measure(settings, cal_seeds, seed, repeats=(2, 3) if quick else (3, 5))
+    wan_frames = [s["frames"] for s in settings if s["part"] == WAN.part]
+    cog_frames = [s["frames"] for s in settings if s["part"] == COGVIDEOX.part]
     f_max = max(wan_frames)
     headline = Headline.from_rows(
         rows, "rel_err", higher_is_better=False, method_system="echo", where={"part": "B", "frames": f_max}
@@ -55,15 +69,48 @@ def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
         "budget": BUDGET,
         "block_size": BLOCK,
         "stage3_steps": STAGE3_STEPS,
+        "calibration_seeds": cal_seeds,
         "part_a": {"F": 8, "P": 256, "H": 4, "D": 64},
         "wan_frames": wan_frames,
         "cogvideox_frames": cog_frames,
     }
-    what = (
-        f"tiny Wan at F={wan_frames} (S up to {f_max * 256}) and tiny CogVideoX at F={cog_frames} "
-        "(random weights, synthetic latents) + synthetic Q/K/V, CPU 1 thread"
+    return BenchReport(
+        rows=rows,
+        headline=headline,
+        config=config,
+        what=_what(settings),
+        notes=_verdicts(rows) + notes,
+        settings=settings,
     )
-    return BenchReport(rows=rows, headline=headline, config=config, what=what, notes=_verdicts(rows) + notes)
+
+
+def _measure(
+    settings: list[dict[str, Any]], cal_seeds: list[int], seed: int, repeats: tuple[int, int]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rows and route notes of every setting; ``repeats``: timing rounds in Part A and end to end."""
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for s in settings:
+        if s["part"] == "A":
+            rows += attention_rows([s["drift"]], [s["budget"]], cal_seeds, [seed + 4], repeats=repeats[0])
+            continue
+        host = HOSTS[s["part"]]
+        r, n = e2e_rows(host, s["frames"], s["budget"], BLOCK, STAGE3_STEPS, seed, repeats=repeats[1])
+        rows += r
+        notes += n
+    return rows, notes
+
+
+def _what(settings: list[dict[str, Any]]) -> str:
+    """The tour's one line: the settings measured, and the full grid when this is a slice of it."""
+    dits = ", ".join(f"{s['model']} F={s['frames']}" for s in settings if s["part"] != "A")
+    n_a = sum(s["part"] == "A" for s in settings)
+    line = f"tiny {dits} + {n_a} synthetic Q/K/V setting(s), CPU"
+    full = grid()
+    if len(settings) < len(full):
+        n_full_a = sum(s["part"] == "A" for s in full)
+        line += f" (full: {len(full) - n_full_a} DiT + {n_full_a} Q/K/V settings)"
+    return line
 
 
 def _verdicts(rows: list[dict[str, Any]]) -> list[str]:

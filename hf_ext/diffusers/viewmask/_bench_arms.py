@@ -22,12 +22,15 @@ from hf_ext.diffusers.viewmask.transformer_viewmask import ViewMaskTransformer
 
 EVAL_SEED_OFFSET = 1_000_000
 MAX_TEXT = 8
+GRID = 8  # voxels per side of the procedural objects
+DOWNSAMPLE = 4
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Sizes and budgets of one benchmark run."""
+    """Sizes and budgets of one benchmark run (renders are ``8 * pixels_per_voxel`` pixels square)."""
 
+    pixels_per_voxel: int
     n_train: int
     n_eval: int
     tokenizer_steps: int
@@ -39,6 +42,16 @@ class Settings:
     num_heads: int
     mlp_size: int
     timing_repeats: int
+
+    @property
+    def image(self) -> int:
+        """Render side in pixels."""
+        return GRID * self.pixels_per_voxel
+
+    @property
+    def tokens_per_view(self) -> int:
+        """LFQ tokens per view (4x downsampling)."""
+        return (self.image // DOWNSAMPLE) ** 2
 
 
 @dataclass
@@ -59,10 +72,14 @@ class Prepared:
 
 def prepare(s: Settings, seed: int) -> Prepared:
     """Render the training and held-out objects, train the LFQ tokenizer, tokenize every view."""
-    train = procedural_dataset(range(seed * s.n_train, (seed + 1) * s.n_train))
-    held = procedural_dataset(range(EVAL_SEED_OFFSET, EVAL_SEED_OFFSET + s.n_eval))
+    train = procedural_dataset(
+        range(seed * s.n_train, (seed + 1) * s.n_train), pixels_per_voxel=s.pixels_per_voxel
+    )
+    held = procedural_dataset(
+        range(EVAL_SEED_OFFSET, EVAL_SEED_OFFSET + s.n_eval), pixels_per_voxel=s.pixels_per_voxel
+    )
     images = torch.from_numpy(train["images"])
-    vqvae = LFQAutoencoder(codebook_bits=8, downsample=4, hidden_channels=32)
+    vqvae = LFQAutoencoder(codebook_bits=8, downsample=DOWNSAMPLE, hidden_channels=32)
     losses = train_lfq_autoencoder(
         vqvae, images.flatten(0, 1), LFQTrainingConfig(steps=s.tokenizer_steps, batch_size=64, seed=seed)
     )
@@ -88,7 +105,7 @@ def train_arm(p: Prepared, s: Settings, sampling: str, seed: int) -> tuple[ViewM
     torch.manual_seed(seed)
     transformer = ViewMaskTransformer(
         num_views=4,
-        tokens_per_view=64,
+        tokens_per_view=s.tokens_per_view,
         codebook_size=256,
         text_vocab_size=len(p.tokenizer),
         max_text_length=MAX_TEXT,

@@ -46,15 +46,16 @@ def within_auroc(score: np.ndarray, correct: np.ndarray, groups: np.ndarray) -> 
 
 
 def diff_ci(
-    a: np.ndarray, b: np.ndarray, correct: np.ndarray, groups: np.ndarray, seed: int
+    a: np.ndarray, b: np.ndarray, correct: np.ndarray, groups: np.ndarray, seed: int, resamples: int = 1000
 ) -> tuple[float, float, float]:
-    """Within-group AUROC(a) - AUROC(b) and its 95% percentile bootstrap interval over examples."""
+    """Within-group AUROC(a) - AUROC(b) and its 95% percentile bootstrap interval over examples
+    (``resamples`` draws)."""
     data = np.column_stack([a, b, correct, groups])
 
     def stat(x: np.ndarray) -> float:
         return within_auroc(x[:, 0], x[:, 2], x[:, 3]) - within_auroc(x[:, 1], x[:, 2], x[:, 3])
 
-    return stat(data), *bootstrap_ci(data, stat, n_resamples=1000, seed=seed)
+    return stat(data), *bootstrap_ci(data, stat, n_resamples=resamples, seed=seed)
 
 
 def score_examples(

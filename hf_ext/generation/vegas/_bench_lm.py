@@ -20,9 +20,12 @@ about 3x the text of a 3.3 M-parameter one (the first shipped recipe) and predic
 every length measured; its attention also keeps more of its mass on what the last verify selected (the docs
 page has both). Copying (induction) heads do not form within the budget (the docs page gives the recipes
 tried and the token counts they need).
-``hf-ext assets vegas-byte-llama`` builds it; ``recipe.json`` beside the weights records the wall time, the
-losses and the induction check (loss on a repeated held-out segment vs on its first occurrence). A cached
-build from another recipe (architecture, stages or numerics) is rebuilt.
+The model ships with the package (:data:`SHIPPED`, 1.7 MB): ``recipe.json`` beside the weights records
+the recipe's hash, the wall time, the losses and the induction check (loss on a repeated held-out segment vs
+on its first occurrence), and the manifest the SHA-256 of every file, checked on every load. When this
+module's recipe changes, the model is trained again into :func:`hf_ext.assets.cache_dir` (``hf-ext assets
+vegas-byte-llama``, about 13 minutes on two cores, with a progress bar); a test rebuilds the shipped recipe
+and compares the bytes.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 NAME = "vegas-byte-llama"
+#: The shipped build of this module's recipe (weights, config, ``recipe.json`` and the SHA-256 manifest).
+SHIPPED = Path(__file__).with_name("byte_llama")
 SEED = 0
 COPIES = 2
 RANDOM_SPANS = 0.5
@@ -98,6 +103,22 @@ ARCH: dict[str, Any] = dict(
     eos_token_id=None,
     pad_token_id=None,
 )
+
+
+def recipe_sha256(stages: tuple[Stage, ...] = STAGES, seed: int = SEED) -> str:
+    """SHA-256 of everything that decides the trained bytes: architecture, stages, data mix, seed, threads and
+    numerics (the text is the running Python's standard library, named by its version in ``recipe.json``)."""
+    recipe = {
+        "arch": ARCH,
+        "stages": [asdict(stage) for stage in stages],
+        "numerics": NUMERICS,
+        "seed": seed,
+        "threads": THREADS,
+        "copies": COPIES,
+        "random_spans": RANDOM_SPANS,
+        "copy_steps": COPY_STEPS,
+    }
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()
 
 
 def _held_out(rel: str) -> bool:
@@ -226,6 +247,7 @@ def _train(target: Path, *, stages: tuple[Stage, ...], seed: int) -> dict[str, A
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    from hf_ext.assets import build_progress
     from hf_ext.benchmarking import Timer, pinned_threads, seeded
 
     sources = stdlib_sources()
@@ -238,6 +260,7 @@ def _train(target: Path, *, stages: tuple[Stage, ...], seed: int) -> dict[str, A
         generator = torch.Generator().manual_seed(seed)
         losses = []
         lm.train()
+        bar = build_progress(f"training {NAME} (once)", total=sum(stage.steps for stage in stages))
         for k, stage in enumerate(stages):
             opt = _optimizer(lm)
             for step in range(stage.steps):
@@ -254,6 +277,7 @@ def _train(target: Path, *, stages: tuple[Stage, ...], seed: int) -> dict[str, A
                 torch.nn.utils.clip_grad_norm_(lm.parameters(), 1.0)
                 opt.step()
                 losses.append(loss.item())
+                bar.update()
                 if step % 40 == 0:
                     lm.eval()
                     check = induction_check(lm, held_out)
@@ -261,9 +285,12 @@ def _train(target: Path, *, stages: tuple[Stage, ...], seed: int) -> dict[str, A
                     logger.info(
                         "stage %d step %d loss %.3f induction %.3f", k, step, loss.item(), check["ratio"]
                     )
+        bar.close()
         lm.eval()
         report = _evaluate(lm, held_out)
     recipe = {
+        "recipe_sha256": recipe_sha256(stages, seed),
+        "python": sys.version.split()[0],
         "seed": seed,
         "stages": [asdict(stage) for stage in stages],
         "tokens": sum(stage.steps * stage.batch * stage.seq for stage in stages),
@@ -289,19 +316,30 @@ def _train(target: Path, *, stages: tuple[Stage, ...], seed: int) -> dict[str, A
 
 
 def stale_recipe(target: Path) -> str | None:
-    """Why the build in ``target`` is not this module's recipe (architecture, stages or numerics), or
-    ``None``."""
+    """Why the build in ``target`` is not this module's recipe (its ``recipe.json`` holds another recipe
+    hash), or ``None``."""
     recipe = json.loads((target / "recipe.json").read_text())
-    stages = [asdict(stage) for stage in STAGES]
-    if recipe.get("arch") != ARCH or recipe.get("stages") != stages or recipe.get("numerics") != NUMERICS:
-        return "built from another recipe (recipe.json differs in arch, stages or numerics)"
+    if recipe.get("recipe_sha256") != recipe_sha256():
+        return "built from another recipe (recipe.json holds another recipe hash)"
     return None
 
 
 def byte_llama_path() -> Path:
-    """Folder of the trained model, trained on first use (about 12 minutes on 2 cores) and cached."""
+    """Folder of the trained model: the shipped build, checked against its manifest and this module's recipe.
+
+    When the recipe has changed since the shipped build, the model is trained into the cache (about 13 minutes
+    on two cores, with a progress bar) and that folder is returned.
+
+    Raises:
+        RuntimeError: a shipped file fails its SHA-256 check (a damaged install; reinstall hf-ext).
+    """
     from hf_ext.assets import _locked, cache_dir, verify_manifest
 
+    damaged = verify_manifest(SHIPPED)
+    if damaged:
+        raise RuntimeError(f"the shipped {NAME} at {SHIPPED} is damaged ({damaged}); reinstall hf-ext")
+    if stale_recipe(SHIPPED) is None:
+        return SHIPPED
     target = cache_dir() / NAME
     with _locked(NAME):
         problem = verify_manifest(target) if target.exists() else "not built yet"
@@ -313,7 +351,7 @@ def byte_llama_path() -> Path:
 
 
 def byte_llama() -> tuple[Any, dict[str, Any]]:
-    """``(LlamaForCausalLM in eval mode, fp32, recipe dict)`` of the cached trained model."""
+    """``(LlamaForCausalLM in eval mode, fp32, recipe dict)`` of the model at :func:`byte_llama_path`."""
     from transformers import LlamaForCausalLM
 
     path = byte_llama_path()

@@ -53,34 +53,43 @@ FIXED_LEVEL, GAP_THRESHOLD, GAP_LEVEL = 2, 0.1, 4
 VECTOR_COPIES = 64
 
 
-def settings(quick: bool) -> dict[str, Any]:
-    """Budgets: evaluation episodes per arm, episode length, F-MACEM population/iterations/episodes, speed."""
-    if quick:
-        return {
-            "eval_episodes": {"loan": 32, "healthcare": 16, "education": 16},
-            "cycles": 50,
-            "population": 24,
-            "iterations": 15,
-            "episodes": 4,
-            "betas": (0.0, 5.0),
-            "speed_steps": 2_000,
-            "vector_steps": 30,
-        }
-    return {
+MAX_CYCLES = 100  # episode length of every setting
+# Environments and budgets of a run, keyed by `quick`: evaluation episodes per arm, F-MACEM population,
+# iterations, episodes and betas, steps of the speed measurements. The quick run is the Loan slice of the
+# full grid with smaller budgets.
+BUDGETS: dict[bool, dict[str, Any]] = {
+    False: {
+        "envs": ("loan", "healthcare", "education"),
         "eval_episodes": {"loan": 200, "healthcare": 100, "education": 100},
-        "cycles": 100,
         "population": 32,
         "iterations": 30,
         "episodes": 4,
         "betas": (0.0, 1.0, 5.0),
         "speed_steps": 10_000,
         "vector_steps": 200,
-    }
+    },
+    True: {
+        "envs": ("loan",),
+        "eval_episodes": {"loan": 32},
+        "population": 24,
+        "iterations": 20,
+        "episodes": 2,
+        "betas": (0.0, 5.0),
+        "speed_steps": 1_000,
+        "vector_steps": 20,
+    },
+}
 
 
-def make_env(domain: Domain, intervention: str | None, cycles: int) -> Any:
-    """The benchmark setting: default sizes, per-group thresholds (the lever a fair policy needs)."""
-    return domain.module.parallel_env(intervention=intervention, group_thresholds=True, max_cycles=cycles)
+def setting(env_name: str) -> dict[str, Any]:
+    """The keys that define one setting of the grid: the environment and the episode length."""
+    return {"env": env_name, "max_cycles": MAX_CYCLES}
+
+
+def make_env(domain: Domain, intervention: str | None) -> Any:
+    """The benchmark setting: default sizes, per-group thresholds (the lever a fair policy needs),
+    ``MAX_CYCLES``-step episodes."""
+    return domain.module.parallel_env(intervention=intervention, group_thresholds=True, max_cycles=MAX_CYCLES)
 
 
 def scripted(env: Any, deciders: Callable[[], Policy], regulator: Policy) -> dict[str, Policy]:
@@ -131,7 +140,7 @@ def train(
     """F-MACEM (or its per-agent variant) on the benchmark setting; returns the trainer and its wall time."""
     with Timer() as t:
         cem = FMACEM(
-            lambda: make_env(domain, domain.primary, cfg["cycles"]),
+            lambda: make_env(domain, domain.primary),
             beta=beta,
             penalty_keys=(domain.gap,),
             population=cfg["population"],
@@ -193,7 +202,7 @@ def paired_ci(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 def throughput(domain: Domain, n_steps: int, vector_steps: int) -> dict[str, float]:
     """Agent-steps/s on one core at the default sizes: one ``ParallelEnv`` (full infos) and the vector env
     (``VECTOR_COPIES`` copies); actions from the profit-greedy policies, timed around ``step`` only."""
-    env = domain.module.parallel_env(max_cycles=100)
+    env = domain.module.parallel_env(max_cycles=MAX_CYCLES)
     pols = bind_all(scripted(env, ProfitGreedy, FixedIntervention(0)), env)
     n_agents = len(env.possible_agents)
     with pinned_threads(1):

@@ -18,6 +18,9 @@ the episode gap of the domain's fairness key (``gap``), and the headline figure 
 ``return - 5 * gap_value``, the objective F-MACEM beta=5 trains for, scored on held-out seeds for every arm.
 Also the episode ``dp_gap``/``eo_gap``, the final population ``level_gap`` and the regulator's spending. Cost
 figures: agent-steps/s on one core of one ``ParallelEnv`` and of a 64-copy vector env, F-MACEM training time.
+
+The full run's grid is the three environments; ``--quick`` (also the tour) runs its Loan setting with fewer
+evaluation episodes, a smaller F-MACEM budget and no beta=1 arm (``BUDGETS`` in ``_bench_eval``).
 """
 
 from __future__ import annotations
@@ -30,18 +33,20 @@ import numpy as np
 
 from hf_ext.benchmarking import BenchReport, Headline, Timer, progress, verdict
 from hf_ext.marl.mafe._bench_eval import (
+    BUDGETS,
     DOMAINS,
     FIXED_LEVEL,
     GAP_LEVEL,
     GAP_THRESHOLD,
     HEADLINE_BETA,
+    MAX_CYCLES,
     VECTOR_COPIES,
     evaluate,
     make_env,
     paired_ci,
     row,
     scripted_arms,
-    settings,
+    setting,
     throughput,
     train,
 )
@@ -51,18 +56,11 @@ GREEDY = "greedy, no intervention"
 SPEED_TARGET = 20_000  # agent-steps/s on one core, Loan at the default size
 
 
-def run(*, quick: bool, seed: int) -> BenchReport:
-    """Run the benchmark (see the module docstring); ``quick`` shrinks every budget to finish in < 60 s."""
-    return _run(quick=quick, seed=seed, envs=tuple(DOMAINS))
-
-
-def tour(*, quick: bool = True, seed: int = 0) -> BenchReport:
-    """Tour entry: the quick benchmark on the Loan environment only."""
-    return _run(quick=True, seed=seed, envs=("loan",))
-
-
-def _run(*, quick: bool, seed: int, envs: tuple[str, ...]) -> BenchReport:
-    cfg = settings(quick)
+def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
+    """Run the benchmark (see the module docstring); ``quick`` runs the Loan setting only, with smaller
+    evaluation and F-MACEM budgets."""
+    cfg = BUDGETS[quick]
+    envs: tuple[str, ...] = cfg["envs"]
     rows: list[dict[str, Any]] = []
     curves: dict[str, dict[str, list[list[float]]]] = {}
     paired: dict[str, dict[str, tuple[float, float]]] = {}
@@ -73,14 +71,14 @@ def _run(*, quick: bool, seed: int, envs: tuple[str, ...]) -> BenchReport:
             seeds = [10_000 * (seed + 1) + i for i in range(cfg["eval_episodes"][env_name])]
             res: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {}
             for system, kind, iv, policies in progress(scripted_arms(domain, seed), desc=f"{env_name} arms"):
-                env = make_env(domain, iv, cfg["cycles"])
+                env = make_env(domain, iv)
                 res[system] = kind, evaluate(env, policies(env), seeds, domain.gap), {}
             learners = [(f"F-MACEM beta={b:g}", b, "team") for b in cfg["betas"]]
             learners.append((f"independent CEM beta={HEADLINE_BETA:g}", HEADLINE_BETA, "per_agent"))
             for system, beta, objective in progress(learners, desc=f"{env_name} training"):
                 cem, seconds = train(domain, cfg, beta, objective, seed)
                 kind = "method" if objective == "team" and beta > 0 else "learned"
-                env = make_env(domain, domain.primary, cfg["cycles"])
+                env = make_env(domain, domain.primary)
                 res[system] = kind, evaluate(env, cem.policies(), seeds, domain.gap), {"train_s": seconds}
             speeds[env_name] = throughput(domain, cfg["speed_steps"], cfg["vector_steps"])
             base = res[GREEDY][1]
@@ -100,7 +98,7 @@ def _run(*, quick: bool, seed: int, envs: tuple[str, ...]) -> BenchReport:
     )
     config = {
         **{k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.items()},
-        "envs": list(envs),
+        "max_cycles": MAX_CYCLES,
         "headline_beta": HEADLINE_BETA,
         "gap_keys": {e: DOMAINS[e].gap for e in envs},
         "fixed_level": FIXED_LEVEL,
@@ -115,8 +113,25 @@ def _run(*, quick: bool, seed: int, envs: tuple[str, ...]) -> BenchReport:
         headline=headline,
         config=config,
         notes=notes,
-        what=f"MAFE-style {', '.join(envs)}: trivial, scripted and learned baselines vs F-MACEM",
+        what=_what(cfg, quick),
+        settings=[setting(e) for e in envs],
     )
+
+
+def grid() -> list[dict[str, Any]]:
+    """The settings of the full run: each environment with ``MAX_CYCLES``-step episodes."""
+    return [setting(e) for e in BUDGETS[False]["envs"]]
+
+
+def _what(cfg: dict[str, Any], quick: bool) -> str:
+    """The tour's "what ran" line: environments, evaluation episodes, CEM iterations (and the full run's)."""
+
+    def part(c: dict[str, Any]) -> str:
+        envs = c["envs"][0] if len(c["envs"]) == 1 else f"{len(c['envs'])} envs"
+        n = sorted(set(c["eval_episodes"].values()))
+        return f"{envs}, {'-'.join(map(str, n))} episodes, CEM {c['iterations']} iters"
+
+    return f"{part(cfg)} (full: {part(BUDGETS[False])})" if quick else part(cfg)
 
 
 def _curve(series: np.ndarray) -> list[list[float]]:

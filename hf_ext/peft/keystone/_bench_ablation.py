@@ -36,10 +36,14 @@ DOWN_POOL = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "down_proj")
 METHOD = "keystone (mean-norm, min)"
 
 
-def nll_row(model: nn.Module, tok: Any) -> dict[str, float]:
-    """Mean held-out NLL (nats/token) over the 8 texts and per domain (2 texts each)."""
-    per_text = text_nll(model, tok, TEXTS)
-    row = {f"nll_{d}": (per_text[2 * i] + per_text[2 * i + 1]) / 2 for i, d in enumerate(DOMAINS)}
+def nll_row(model: nn.Module, tok: Any, per_domain: int = 2) -> dict[str, float]:
+    """Mean held-out NLL (nats/token) over the first ``per_domain`` texts of each domain, and per domain."""
+    texts = [t for d in DOMAINS for t in HELDOUT[d][:per_domain]]
+    per_text = text_nll(model, tok, texts)
+    row = {
+        f"nll_{d}": sum(per_text[i * per_domain : (i + 1) * per_domain]) / per_domain
+        for i, d in enumerate(DOMAINS)
+    }
     return {"nll": sum(per_text) / len(per_text), **row}
 
 
@@ -109,46 +113,63 @@ def _greedy(model: nn.Module, tok: Any, prompt: str) -> str:
     return repr(tok.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True))
 
 
-def ablation_rows(model: nn.Module, tok: Any, *, quick: bool, seed: int) -> tuple[list[dict[str, Any]], dict]:
-    """Part A rows (one per selection and ``k``, random draws, the un-ablated model) and what is behind them.
+CONTROL_SIZES = (10, 30)  # the set sizes at which the controls other than random draws are ablated
 
-    The second value holds the top-30 sets, IoU, the set's anatomy, the massive channels, greedy samples and
-    costs, for the notes and the docs.
+
+def _selections(
+    model: nn.Module, tok: Any, acts: dict[str, dict[str, torch.Tensor]], *, controls: bool
+) -> dict[str, tuple[dict[str, torch.Tensor], bool]]:
+    """``{name: (scores, is_baseline)}``: the keystone statistic, plus the controls if ``controls``."""
+    main = {t: {m: v for m, v in a.items() if m.rsplit(".", 1)[-1] != "down_proj"} for t, a in acts.items()}
+    out = {METHOD: (cross_task_scores(main), False)}
+    if controls:
+        down = {t: {m: v for m, v in a.items() if m.rsplit(".", 1)[-1] != "o_proj"} for t, a in acts.items()}
+        out["gibberish prompts"] = (cross_task_scores(neuron_activations(model, tok, GIBBERISH)), False)
+        out["top activation (no norm)"] = (cross_task_scores(main, normalize="none"), True)
+        out["top weight-norm rows"] = (weight_norm_scores(model), True)
+        out["down_proj pool (o_proj out)"] = (cross_task_scores(down), False)
+    return out
+
+
+def ablation_rows(
+    model: nn.Module,
+    tok: Any,
+    *,
+    sizes: Sequence[int],
+    draws: dict[int, int],
+    seed: int,
+    per_domain: int = 2,
+) -> tuple[list[dict[str, Any]], dict]:
+    """Part A rows (one per selection and ``k`` in ``sizes``, random draws, the un-ablated model).
+
+    ``draws[k]`` random sets are ablated at each ``k``; the other controls run at the ``k`` of
+    :data:`CONTROL_SIZES` in ``sizes``; the held-out NLL is over ``per_domain`` texts of each domain. The
+    second value holds the base NLL, the random draws' NLL, the top-``k`` sets at the largest ``k`` and the
+    costs, for the notes and for Part B.
     """
-    method_sizes, control_sizes = ((30,), (30,)) if quick else ((3, 10, 30), (10, 30))
-    draws = {30: 3} if quick else {3: 3, 10: 5, 30: 10}
     with Timer() as probe:
         acts = neuron_activations(model, tok, PROBE_GROUPS[0], target_modules=(*DEFAULT_TARGETS, "down_proj"))
-    main = {t: {m: v for m, v in a.items() if m.rsplit(".", 1)[-1] != "down_proj"} for t, a in acts.items()}
-    down = {t: {m: v for m, v in a.items() if m.rsplit(".", 1)[-1] != "o_proj"} for t, a in acts.items()}
-    salad = neuron_activations(model, tok, GIBBERISH)
-    selections: dict[str, tuple[dict[str, torch.Tensor], bool]] = {
-        METHOD: (cross_task_scores(main), False),
-        "gibberish prompts": (cross_task_scores(salad), False),
-        "top activation (no norm)": (cross_task_scores(main, normalize="none"), True),
-        "top weight-norm rows": (weight_norm_scores(model), True),
-    }
-    if not quick:
-        selections["down_proj pool (o_proj out)"] = (cross_task_scores(down), False)
+    selections = _selections(model, tok, acts, controls=any(k in CONTROL_SIZES for k in sizes))
     pool_size = sum(v.numel() for v in selections[METHOD][0].values())
-    base = nll_row(model, tok)
+    base = nll_row(model, tok, per_domain)
     rows: list[dict[str, Any]] = [
         {"table": "A", "system": "no ablation", "is_baseline": True, "k": 0, **base}
     ]
     sets: dict[tuple[str, int], KeystoneSet] = {}
     eval_seconds = []
     for name, (scores, is_baseline) in selections.items():
-        for k in method_sizes if name == METHOD else control_sizes:
+        for k in sizes if name == METHOD else [k for k in sizes if k in CONTROL_SIZES]:
             sets[name, k] = top_k_set(model, scores, k)
             with Timer() as t, ablate_neurons(model, sets[name, k]):
-                figs = nll_row(model, tok)
+                figs = nll_row(model, tok, per_domain)
             eval_seconds.append(t.seconds)
             rows.append({"table": "A", "system": name, "is_baseline": is_baseline, "k": k, **figs})
     random_nll: dict[int, list[float]] = {}
-    for k, n in draws.items():
+    for k in sizes:
+        n = draws[k]
         for d in range(n):
             with ablate_neurons(model, random_neuron_set(model, k, seed=seed * 1000 + d)):
-                random_nll.setdefault(k, []).append(nll_row(model, tok)["nll"])
+                random_nll.setdefault(k, []).append(nll_row(model, tok, per_domain)["nll"])
         vals = sorted(random_nll[k])
         for label, v in (("max", vals[-1]), ("median", vals[len(vals) // 2])):
             rows.append(
@@ -157,36 +178,39 @@ def ablation_rows(model: nn.Module, tok: Any, *, quick: bool, seed: int) -> tupl
     for r in rows:
         r["share_%"] = 100 * r["k"] / pool_size
         r["ppl_ratio"] = math.exp(r["nll"] - base["nll"])
-    groups = PROBE_GROUPS[:2] if quick else PROBE_GROUPS
-    group_scores = [cross_task_scores(neuron_activations(model, tok, g)) for g in groups]
-    iou = {k: pairwise_iou([top_k_set(model, s, k) for s in group_scores]) for k in (10, 30)}
-    top = sets[METHOD, 30]
-    greedy = []
-    if not quick:
-        controls = {
-            "none": None,
-            "keystone-30": top,
-            "random-30": random_neuron_set(model, 30, seed=seed * 1000),
-        }
-        for label, chosen in controls.items():
-            for prompt in GREEDY:
-                if chosen is None:
-                    text = _greedy(model, tok, prompt)
-                else:
-                    with ablate_neurons(model, chosen):
-                        text = _greedy(model, tok, prompt)
-                greedy.append(f"{label:>12} | {prompt!r} -> {text}")
     info = {
         "pool_size": pool_size,
         "probe_seconds": probe.seconds,
         "seconds_per_ablation_eval": sum(eval_seconds) / len(eval_seconds),
-        "iou": iou,
-        "iou_gibberish": keystone_iou(top, sets["gibberish prompts", 30]),
         "random_nll": random_nll,
         "base": base,
-        "sets": {name: sets[name, 30] for name in selections},
+        "sets": {name: sets[name, k] for name, k in sets if k == max(sizes)},
+    }
+    return rows, info
+
+
+def describe_set(model: nn.Module, tok: Any, sets: dict[str, KeystoneSet], *, seed: int) -> dict[str, Any]:
+    """What the keystone-30 set is and how stable: IoU over the 5 prompt groups (top-10 and top-30), IoU with
+    the word-salad set, its anatomy, the massive channels and greedy samples with and without ablation.
+
+    ``sets`` holds the top-30 set of each selection (``ablation_rows(..., sizes=(..., 30))``).
+    """
+    group_scores = [cross_task_scores(neuron_activations(model, tok, g)) for g in PROBE_GROUPS]
+    top = sets[METHOD]
+    controls = {"none": None, "keystone-30": top, "random-30": random_neuron_set(model, 30, seed=seed * 1000)}
+    greedy = []
+    for label, chosen in controls.items():
+        for prompt in GREEDY:
+            if chosen is None:
+                text = _greedy(model, tok, prompt)
+            else:
+                with ablate_neurons(model, chosen):
+                    text = _greedy(model, tok, prompt)
+            greedy.append(f"{label:>12} | {prompt!r} -> {text}")
+    return {
+        "iou": {k: pairwise_iou([top_k_set(model, s, k) for s in group_scores]) for k in (10, 30)},
+        "iou_gibberish": keystone_iou(top, sets["gibberish prompts"]),
         "anatomy": set_anatomy(top),
         "massive": massive_channels(model, tok, list(PROBE_GROUPS[0].values())),
         "greedy": greedy,
     }
-    return rows, info

@@ -17,12 +17,13 @@ from __future__ import annotations
 import logging
 import math
 import resource
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hf_ext.benchmarking import BenchReport, Headline, Timer, seeded, verdict
-from hf_ext.peft.keystone._bench_ablation import METHOD, TEXTS, ablation_rows
-from hf_ext.peft.keystone._bench_finetune import finetune_rows, format_task, knowledge_task
+from hf_ext.peft.keystone._bench_ablation import METHOD, TEXTS, ablation_rows, describe_set
+from hf_ext.peft.keystone._bench_finetune import Task, finetune_rows, format_task, knowledge_task
 from hf_ext.peft.keystone.ablate import random_neuron_set
 
 logger = logging.getLogger(__name__)
@@ -36,7 +37,12 @@ LR_GRID = {
     "LoRA": (3e-3, 1e-2),
 }
 STEPS, BATCH = 8, 8
-QUICK_ARMS, QUICK_STEPS = ("full FT", "keystone rows"), 2
+MODEL = "Gemma-3-270M base"
+SIZES = (3, 10, 30)  # Part A: the set sizes k ablated, smallest first
+DRAWS = {3: 3, 10: 5, 30: 10}  # random sets ablated at each k (full run)
+QUICK_DRAWS = 2
+TEXTS_PER_DOMAIN = {"full": 2, "quick": 1}  # Part A held-out texts of each of the 4 domains
+TASKS: dict[str, Callable[[], Task]] = {"knowledge": knowledge_task, "format": format_task}  # Part B
 B_COLUMNS = (
     "task",
     "system",
@@ -51,63 +57,101 @@ B_COLUMNS = (
 )
 
 
+def grid() -> list[dict[str, Any]]:
+    """The settings of the full run: Part A at each set size ``k``, Part B on each task (same model)."""
+    return [_ablation_setting(k) for k in SIZES] + [_finetune_setting(task) for task in TASKS]
+
+
+def _ablation_setting(k: int) -> dict[str, Any]:
+    return {"part": "A ablation", "model": MODEL, "k": k}
+
+
+def _finetune_setting(task: str) -> dict[str, Any]:
+    return {"part": "B fine-tuning", "model": MODEL, "task": task}
+
+
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
-    """Part A and Part B on Gemma-3-270M (see the module docstring); ``quick`` runs a reduced grid."""
+    """Part A and Part B on Gemma-3-270M (see the module docstring).
+
+    ``quick``: Part A at the smallest set size (k = 3) only, keystone against 2 random draws, one held-out
+    text per domain; no controls, no set description, no Part B.
+    """
     from hf_ext.assets import gemma3_270m
 
+    sizes = SIZES[:1] if quick else SIZES
+    draws = {k: QUICK_DRAWS for k in sizes} if quick else DRAWS
+    tasks = () if quick else tuple(TASKS)
     with seeded(seed):
         with Timer() as load:
             model, tok = gemma3_270m()
         model.eval()
-        a_rows, info = ablation_rows(model, tok, quick=quick, seed=seed)
-        top = info["sets"][METHOD]
-        sets = {
-            "keystone rows": top,
-            "random rows": random_neuron_set(model, like=top, seed=seed),
-            "top activation rows": info["sets"]["top activation (no norm)"],
-        }
-        tasks = [knowledge_task()] if quick else [knowledge_task(), format_task()]
-        arms = QUICK_ARMS if quick else ARMS
-        grid = {a: LR_GRID[a][-1:] if quick else LR_GRID[a] for a in arms}
-        grid_rows: list[dict[str, Any]] = []
-        for task in tasks:
-            grid_rows += finetune_rows(
-                model,
-                tok,
-                task,
-                sets,
-                arms=arms,
-                lr_grid=grid,
-                heldout=TEXTS,
-                steps=QUICK_STEPS if quick else STEPS,
-                batch_size=BATCH,
-                seed=seed,
-            )
+        per_domain = TEXTS_PER_DOMAIN["quick" if quick else "full"]
+        a_rows, info = ablation_rows(model, tok, sizes=sizes, draws=draws, seed=seed, per_domain=per_domain)
+        if not quick:
+            info.update(describe_set(model, tok, info["sets"], seed=seed))
+        grid_rows = [] if quick else _finetune(model, tok, info["sets"], seed)
     b_rows = _chosen_rows(grid_rows)
     rows = a_rows + b_rows
     headline = Headline.from_rows(
-        [r for r in a_rows if r["k"] == 30], "ppl_ratio", higher_is_better=True, method_system=METHOD
+        [r for r in a_rows if r["k"] == sizes[-1]], "ppl_ratio", higher_is_better=True, method_system=METHOD
     )
     config = {
-        "model": "Gemma-3-270M base (fp32, CPU)",
+        "model": f"{MODEL} (fp32, CPU)",
         "pool": "q, k, v, o, gate, up projections",
         "pool_size": info["pool_size"],
-        "heldout_texts": len(TEXTS),
-        "arms": list(arms),
-        "lr_grid": {a: list(g) for a, g in grid.items()},
-        "steps": QUICK_STEPS if quick else STEPS,
+        "heldout_texts": 4 * per_domain,
+        "sizes": list(sizes),
+        "random_draws": draws,
+        "arms": [] if quick else list(ARMS),
+        "lr_grid": {} if quick else {a: list(g) for a, g in LR_GRID.items()},
+        "steps": STEPS,
         "batch_size": BATCH,
-        "keystone_set": top.indices,
-        "anatomy": info["anatomy"],
-        "massive_channels": info["massive"],
-        "iou": info["iou"],
-        "iou_gibberish_vs_keystone": info["iou_gibberish"],
+        "keystone_set": info["sets"][METHOD].indices,
         "grid": grid_rows,
         "load_seconds": load.seconds,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
-    what = "Gemma-3-270M: ablate 30 keystone neurons vs controls; keystone-only fine-tuning vs full FT"
-    return BenchReport(rows, headline, config, what, _notes(a_rows, b_rows, info, config, quick))
+    if not quick:
+        config.update(
+            anatomy=info["anatomy"],
+            massive_channels=info["massive"],
+            iou=info["iou"],
+            iou_gibberish_vs_keystone=info["iou_gibberish"],
+        )
+    what = (
+        f"{MODEL}: ablate {sizes[0]} keystone neurons vs {QUICK_DRAWS} random draws (full: k=3/10/30 + "
+        "controls, fine-tuning on 2 tasks)"
+        if quick
+        else f"{MODEL}: ablate 3/10/30 keystone neurons vs controls; keystone-only fine-tuning vs full FT"
+    )
+    notes = _quick_notes(a_rows, info, config) if quick else _notes(a_rows, b_rows, info, config)
+    settings = [_ablation_setting(k) for k in sizes] + [_finetune_setting(t) for t in tasks]
+    return BenchReport(rows, headline, config, what, notes, settings=settings)
+
+
+def _finetune(model: Any, tok: Any, top30: dict[str, Any], seed: int) -> list[dict[str, Any]]:
+    """Part B: every arm at every rate of its grid on each task; ``top30`` holds the top-30 sets of Part A."""
+    top = top30[METHOD]
+    sets = {
+        "keystone rows": top,
+        "random rows": random_neuron_set(model, like=top, seed=seed),
+        "top activation rows": top30["top activation (no norm)"],
+    }
+    rows: list[dict[str, Any]] = []
+    for make_task in TASKS.values():
+        rows += finetune_rows(
+            model,
+            tok,
+            make_task(),
+            sets,
+            arms=ARMS,
+            lr_grid=LR_GRID,
+            heldout=TEXTS,
+            steps=STEPS,
+            batch_size=BATCH,
+            seed=seed,
+        )
+    return rows
 
 
 def _chosen_rows(grid_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -131,12 +175,38 @@ def _chosen_rows(grid_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _quick_notes(a_rows: list[dict[str, Any]], info: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """The notes of a quick run: the smallest set size against random draws, and the costs."""
+    base = info["base"]
+    k = config["sizes"][0]
+    key = next(r for r in a_rows if r["system"] == METHOD and r["k"] == k)
+    worst = max(info["random_nll"][k]) - base["nll"]
+    return [
+        "Real: Gemma-3-270M base weights; hand-written English probe and held-out text (4 domains).",
+        f"Ablation at k={k} of {info['pool_size']} neurons: keystone x{key['ppl_ratio']:.3g} perplexity "
+        f"(+{key['nll'] - base['nll']:.3f} nats over base {base['nll']:.3f}); largest of "
+        f"{len(info['random_nll'][k])} random draws +{worst:.3f} nats.",
+        _cost(info, config),
+        f"--quick: Part A at k={k} only, {len(info['random_nll'][k])} random draws, one held-out text per "
+        "domain; the full run uses two per domain and adds k=10 and 30 with 5 and 10 draws, the controls "
+        "(activation magnitude, weight norm, word salad, down_proj pool), IoU over 5 prompt groups and "
+        "Part B (fine-tuning, 5 arms, 2 tasks).",
+    ]
+
+
+def _cost(info: dict[str, Any], config: dict[str, Any]) -> str:
+    return (
+        f"Cost: probe 4 forwards in {info['probe_seconds']:.2f} s; {info['seconds_per_ablation_eval']:.2f} s "
+        f"per ablation evaluation ({config['heldout_texts']} texts); model load {config['load_seconds']:.1f} "
+        f"s; peak RSS {config['peak_rss_mb']:.0f} MB."
+    )
+
+
 def _notes(
     a_rows: list[dict[str, Any]],
     b_rows: list[dict[str, Any]],
     info: dict[str, Any],
     config: dict[str, Any],
-    quick: bool,
 ) -> list[str]:
     base = info["base"]
     key = next(r for r in a_rows if r["system"] == METHOD and r["k"] == 30)
@@ -164,7 +234,7 @@ def _notes(
             ", ".join(f"{d} {key[f'nll_{d}']:.1f}" for d in ("knowledge", "math", "code", "reasoning")),
         ),
         verdict(
-            f"Top-30 IoU over {2 if quick else 5} disjoint prompt groups >= 0.7",
+            "Top-30 IoU over 5 disjoint prompt groups >= 0.7",
             iou30["mean"] >= 0.7,
             f"mean {iou30['mean']:.3f} (min {iou30['min']:.3f}); top-10 mean {iou10['mean']:.3f}",
         ),
@@ -176,9 +246,7 @@ def _notes(
         "Massive-activation channels of the residual stream (largest |h| over layers and tokens): "
         + ", ".join(f"{m['channel']} ({m['ratio_to_median']:.0f}x median)" for m in info["massive"])
         + f"; keystone o_proj rows writing one of them: {in_massive or 'none'}.",
-        f"Cost: probe 4 forwards in {info['probe_seconds']:.2f} s; {info['seconds_per_ablation_eval']:.2f} s "
-        f"per ablation evaluation ({len(TEXTS)} texts); model load {config['load_seconds']:.1f} s; peak RSS "
-        f"{config['peak_rss_mb']:.0f} MB.",
+        _cost(info, config),
     ]
     for task in dict.fromkeys(r["task"] for r in b_rows):
         rows = {r["system"]: r for r in b_rows if r["task"] == task}
@@ -202,27 +270,22 @@ def _notes(
                 f"{rnd['drift']:+.3f}",
             )
         )
-    if quick:
-        lines.append(
-            "Quick mode: k=30 only, 3 random draws, 2 IoU groups, no greedy samples; Part B on the knowledge "
-            f"task only, arms {', '.join(QUICK_ARMS)}, one rate each, {QUICK_STEPS} steps: a smoke run, not "
-            "the comparison."
-        )
     lines += [f"greedy {g}" for g in info["greedy"]]
     return lines
 
 
 def plot(report: BenchReport, directory: Path) -> dict[str, str]:
-    """Draw ``keystone_ablation.png``, ``keystone_finetune.png`` and ``keystone_front.png`` in ``directory``.
+    """Draw ``keystone_ablation.png`` in ``directory``; after a full run also ``keystone_finetune.png`` and
+    ``keystone_front.png``.
 
-    Returns ``{"ablation": path, "finetune": path, "front": path}``.
+    Returns ``{"ablation": path}``, plus ``"finetune"`` and ``"front"`` after a full run.
     """
     from hf_ext.peft.keystone._bench_plots import plot_ablation, plot_finetune, plot_front
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    return {
-        "ablation": plot_ablation(report.rows, directory / "keystone_ablation.png"),
-        "finetune": plot_finetune(report.rows, directory / "keystone_finetune.png"),
-        "front": plot_front(report.config["grid"], directory / "keystone_front.png"),
-    }
+    files = {"ablation": plot_ablation(report.rows, directory / "keystone_ablation.png")}
+    if report.config["grid"]:  # a quick run has no Part B
+        files["finetune"] = plot_finetune(report.rows, directory / "keystone_finetune.png")
+        files["front"] = plot_front(report.config["grid"], directory / "keystone_front.png")
+    return files

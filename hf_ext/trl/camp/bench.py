@@ -34,15 +34,13 @@ from hf_ext.trl.camp import _bench_task as T
 
 LR = 3e-4
 BATCH = 8
+EPOCHS = 3
 SFT: dict[str, Any] = {"steps": 300, "lr": 3e-3}
-FULL: dict[str, Any] = {
-    "task": dict(n_known=60, n_unknown=60, n_unknown_pairs=20, n_val=40, n_test=40),
-    "epochs": 3,
-}
-QUICK: dict[str, Any] = {
-    "task": dict(n_known=40, n_unknown=40, n_unknown_pairs=12, n_val=20, n_test=20),
-    "epochs": 2,
-}
+TASK: dict[str, Any] = dict(n_known=60, n_unknown=60, n_unknown_pairs=20, n_val=40, n_test=40)
+SHAPE: dict[str, Any] = dict(
+    hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2
+)
+SETTING: dict[str, Any] = {"task": "capital-of", **TASK, "model": "llama 2 layers x 64"}
 SWEEP = tuple((g, w) for g in (0.5, 1.0, 2.0, 4.0) for w in ((0.5, 0.5), (0.8, 0.2), (1.0, 0.0)))
 TOLERANCE = 0.02  # known-accuracy points within which two arms count as equally helpful
 FIGURES = (
@@ -140,14 +138,13 @@ class _Seed:
     sft_s: float
 
 
-def _setup(seed: int, size: dict[str, Any]) -> _Seed:
+def _setup(seed: int) -> _Seed:
     from hf_ext.testing import tiny_llama, word_tokenizer
 
-    task = T.make_task(seed, **size["task"])
+    task = T.make_task(seed, **TASK)
     tok = word_tokenizer(task.words)
     with seeded(seed):
-        shape = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
-        model = tiny_llama(seed, vocab_size=len(tok), max_position_embeddings=16, **shape)
+        model = tiny_llama(seed, vocab_size=len(tok), max_position_embeddings=16, **SHAPE)
         with Timer() as timer:
             T.sft(model, tok, task, seed=seed, **SFT)
     return _Seed(task, tok, model, T.preference_rows(task, seed), timer.seconds)
@@ -163,7 +160,7 @@ def _data(arm: Arm, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**r, "every_pair": 1.0} for r in rows]
 
 
-def _train(arm: Arm, overrides: dict[str, Any], ctx: _Seed, seed: int, epochs: int) -> tuple[Any, dict]:
+def _train(arm: Arm, overrides: dict[str, Any], ctx: _Seed, seed: int) -> tuple[Any, dict]:
     """Train a copy of the SFT checkpoint with one arm's setting; the policy and trl's step count/runtime."""
     from datasets import Dataset
     from transformers import PrinterCallback
@@ -176,7 +173,7 @@ def _train(arm: Arm, overrides: dict[str, Any], ctx: _Seed, seed: int, epochs: i
     dataset = Dataset.from_list(_data(arm, ctx.rows))
     with tempfile.TemporaryDirectory() as out:
         common: dict[str, Any] = {
-            **dict(output_dir=out, num_train_epochs=epochs, per_device_train_batch_size=BATCH),
+            **dict(output_dir=out, num_train_epochs=EPOCHS, per_device_train_batch_size=BATCH),
             **dict(learning_rate=LR, seed=seed, data_seed=seed, use_cpu=True, bf16=False, report_to=[]),
             **dict(save_strategy="no", logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0),
         }
@@ -191,23 +188,21 @@ def _train(arm: Arm, overrides: dict[str, Any], ctx: _Seed, seed: int, epochs: i
     return policy, {"steps": result.global_step, "train_s": result.metrics["train_runtime"]}
 
 
-def _run_arm(
-    arm: Arm, setting: int, ctx: _Seed, seed: int, epochs: int, splits: tuple[str, ...]
-) -> dict[str, Any]:
-    policy, cost = _train(arm, arm.grid[setting][1], ctx, seed, epochs)
+def _run_arm(arm: Arm, setting: int, ctx: _Seed, seed: int, splits: tuple[str, ...]) -> dict[str, Any]:
+    policy, cost = _train(arm, arm.grid[setting][1], ctx, seed)
     out: dict[str, Any] = {"setting": arm.grid[setting][0], **cost}
     for split in splits:
         out[split] = T.evaluate(policy, ctx.tok, ctx.task, split)
     return out
 
 
-def _sweep(beta: float, ctx: _Seed, seed: int, epochs: int) -> list[dict[str, Any]]:
+def _sweep(beta: float, ctx: _Seed, seed: int) -> list[dict[str, Any]]:
     """CAMP's gamma x weight sweep at the chosen beta (one seed; reported and plotted, not used to choose)."""
     grid = tuple(_margin(g, w) for g, w in SWEEP)
     arm = Arm("camp", "pairs", tuple((label, {"beta": beta, **kw}) for label, kw in grid), False)
     out = []
     for i, (label, kw) in enumerate(arm.grid):
-        result = _run_arm(arm, i, ctx, seed, epochs, ("test",))
+        result = _run_arm(arm, i, ctx, seed, ("test",))
         out.append(
             {"setting": label, "camp_gamma": kw["camp_gamma"], "w_T": kw["camp_weights"][0], **result["test"]}
         )
@@ -231,12 +226,17 @@ def _row(system: str, baseline: bool, runs: list[dict[str, Any]], setting: str) 
     return row
 
 
+def grid() -> list[dict[str, Any]]:
+    """The settings of the full run: one task (entity counts) and one model; arms are systems."""
+    return [dict(SETTING)]
+
+
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
     """Tune every arm on seed ``seed``'s validation entities, then train the chosen settings on three seeds.
 
-    ``quick``: one seed, smaller task, ``dpo`` vs ``camp`` at their defaults (no tuning).
+    ``quick``: the same task, model, SFT and epochs on one seed, ``dpo`` vs ``camp`` at their defaults (no
+    tuning, no sweep).
     """
-    size = QUICK if quick else FULL
     arms = {k: ARMS[k] for k in (("dpo", "camp") if quick else ARMS)}
     seeds = [seed] if quick else [seed, seed + 1, seed + 2]
     candidates: dict[str, list[dict[str, Any]]] = {}
@@ -245,24 +245,22 @@ def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
     sweep: list[dict[str, Any]] = []
     with Timer() as total, _quiet(), pinned_threads(1):
         for s in seeds:
-            ctx = _setup(s, size)
+            ctx = _setup(s)
             sft_s.append(ctx.sft_s)
             runs["sft"].append({s_: T.evaluate(ctx.model, ctx.tok, ctx.task, s_) for s_ in ("val", "test")})
             if s == seed:
                 for name, arm in arms.items():
-                    grid = range(1 if quick else len(arm.grid))
-                    candidates[name] = [
-                        _run_arm(arm, i, ctx, s, size["epochs"], ("val", "test")) for i in grid
-                    ]
+                    tried = range(1 if quick else len(arm.grid))
+                    candidates[name] = [_run_arm(arm, i, ctx, s, ("val", "test")) for i in tried]
                 floor = candidates["dpo"][0]["val"]["known_acc"] - TOLERANCE
                 chosen = {name: _choose(c, floor) for name, c in candidates.items()}
                 for name in arms:
                     runs[name] = [candidates[name][chosen[name]]]
                 if not quick:
-                    sweep = _sweep(arms["camp"].grid[chosen["camp"]][1]["beta"], ctx, s, size["epochs"])
+                    sweep = _sweep(arms["camp"].grid[chosen["camp"]][1]["beta"], ctx, s)
             else:
                 for name, arm in arms.items():
-                    runs[name].append(_run_arm(arm, chosen[name], ctx, s, size["epochs"], ("test",)))
+                    runs[name].append(_run_arm(arm, chosen[name], ctx, s, ("test",)))
     rows = [_row("sft", True, runs["sft"], "no preference training")]
     rows += [_row(n, a.baseline, runs[n], a.grid[chosen[n]][0]) for n, a in arms.items()]
     dpo_step = next(r for r in rows if r["system"] == "dpo")["s_per_step"]
@@ -280,7 +278,8 @@ def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
         "lr": LR,
         "batch": BATCH,
         "sft": SFT,
-        **size,
+        "epochs": EPOCHS,
+        "task": TASK,
         "n_pairs": len(ctx.rows),
         "conflict_frac": sum(r["kind"] == "conflict" for r in ctx.rows) / len(ctx.rows),
         "sft_s": statistics.fmean(sft_s),
@@ -294,8 +293,14 @@ def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
         ],
     }
     notes = _notes(rows, pool, headline, config, quick)
-    what = f"{len(arms)} arms x {len(seeds)} seeds, {len(ctx.rows)} synthetic pairs, tiny Llama"
-    return BenchReport(rows=rows, headline=headline, config=config, what=what, notes=notes)
+    what = f"capital-of task, {len(ctx.rows)} pairs: " + (
+        f"dpo vs camp at defaults, 1 seed (full: {len(ARMS)} arms tuned x 3 seeds)"
+        if quick
+        else f"{len(arms)} arms tuned x {len(seeds)} seeds"
+    )
+    return BenchReport(
+        rows=rows, headline=headline, config=config, what=what, notes=notes, settings=[dict(SETTING)]
+    )
 
 
 def _fmt(row: dict[str, Any], fig: str) -> str:
@@ -311,7 +316,6 @@ def _notes(
 ) -> list[str]:
     by = {r["system"]: r for r in rows}
     camp, dpo = by["camp"], by["dpo"]
-    best = by[headline.best_baseline_system]
     excluded = [r["system"] for r in rows if r["is_baseline"] and r not in pool]
     notes = [
         "All data synthetic: known vs unknown 'capital of' questions (two-syllable names) on a config-built "
@@ -322,14 +326,7 @@ def _notes(
         "any city / on idk for held-out unknown entities never trained on; known_acc = mass on the right "
         "city for known entities; ece / auroc = calibration of the top city's probability over known + "
         "held-out questions; means +- standard error over seeds.",
-        verdict(
-            "CAMP lowers held-out fabrication at equal known-entity accuracy",
-            headline.beats_baseline,
-            f"camp {_fmt(camp, 'fabrication')} at known_acc {camp['known_acc']:.3f} vs the best baseline as "
-            f"helpful (within {100 * TOLERANCE:.0f} points), {best['system']} {_fmt(best, 'fabrication')} "
-            f"at {best['known_acc']:.3f}"
-            + (f"; less helpful, so not compared: {', '.join(excluded)}" if excluded else ""),
-        ),
+        _verdict(camp, by.get(headline.best_baseline_system), headline, excluded),
         f"DPO raises held-out fabrication from {by['sft']['fabrication']:.3f} (SFT) to "
         f"{dpo['fabrication']:.3f}; CAMP reaches {camp['fabrication']:.3f}. Calibration (auroc, higher "
         f"better / ece, lower better): sft {by['sft']['auroc']:.3f}/{by['sft']['ece']:.3f}, dpo "
@@ -357,8 +354,30 @@ def _notes(
         f"{config['peak_rss_mb']:.0f} MB."
     )
     if quick:
-        notes.append("--quick: one seed, smaller task, dpo vs camp at their defaults; not the comparison.")
+        notes.append(
+            "--quick: the full run's task, model and epochs on one seed, dpo vs camp at their defaults (no "
+            "tuning); the full run tunes every arm and averages 3 seeds."
+        )
     return notes
+
+
+def _verdict(
+    camp: dict[str, Any], best: dict[str, Any] | None, headline: Headline, excluded: list[str]
+) -> str:
+    """The target line: CAMP vs the best baseline as helpful, ``best`` (``None``: no baseline figure)."""
+    target = "CAMP lowers held-out fabrication at equal known-entity accuracy"
+    mine = f"camp {_fmt(camp, 'fabrication')} at known_acc {camp['known_acc']:.3f}"
+    if best is None or not headline.comparable:
+        return verdict(target, False, f"{mine}; no baseline figure to compare")
+    detail = (
+        f"{mine} vs the best baseline as helpful (within {100 * TOLERANCE:.0f} points), {best['system']} "
+        f"{_fmt(best, 'fabrication')} at {best['known_acc']:.3f}"
+    )
+    return verdict(
+        target,
+        headline.beats_baseline,
+        detail + (f"; less helpful, so not compared: {', '.join(excluded)}" if excluded else ""),
+    )
 
 
 def plot(report: BenchReport, directory: Path) -> dict[str, str]:
