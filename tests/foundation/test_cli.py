@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import types
@@ -168,17 +169,8 @@ def test_tour_without_a_finite_baseline_says_so_and_passes(fake_methods, capsys)
 
 
 def test_quick_run_off_its_full_grid_fails(fake_methods, monkeypatch, capsys):
-    fake_methods["off"] = MethodInfo(
-        id="off",
-        name="Off",
-        title="T",
-        venue="V",
-        arxiv=None,
-        host="h",
-        extras=(),
-        public={},
-        citation="@misc{x}",
-        bench="hf_ext_fake_bench:off_grid",
+    fake_methods["off"] = dataclasses.replace(
+        fake_methods["good"], id="off", bench="hf_ext_fake_bench:off_grid"
     )
     assert cli.main(["tour", "--wide"]) == 1
     assert "measured setting {'size': 4} that is not in its full run's grid" in capsys.readouterr().out
