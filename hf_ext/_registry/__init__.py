@@ -29,20 +29,13 @@ class MethodInfo:
         public: Public name exported from ``hf_ext`` -> module that defines it.
         public_extras: Public name -> the extras it needs, where they differ from ``extras`` (a metric of an
             environment method needs torchmetrics; the environment itself does not).
-        bench: ``"module:function"`` of the benchmark, called as ``fn(quick=bool, seed=int)`` and
-            returning a :class:`hf_ext.benchmarking.BenchReport`; its module also has ``grid()``. The tour
-            runs it with ``quick=True``.
         slot: The host slot in a few words, for the README table (e.g. ``"TRL DPOTrainer"``).
         use: One line of use, for the README table (e.g. ``"CAMPTrainer(model, args=CAMPConfig())"``).
         citation: BibTeX entry.
         reconstructed: Parts of the method that are our reconstruction rather than the paper's.
         note: Free-text caveat shown in the docs and stored in ``_paper["note"]``.
-        assets: Asset name -> ``"module:function"`` that builds it (idempotent, cached under
-            :func:`hf_ext.assets.cache_dir`); ``hf-ext assets`` builds them, beside the built-in real models.
         commands: Extra ``hf-ext <name>`` command -> ``"module:function"`` taking the remaining arguments
             (``fn(argv: list[str]) -> int``, an argparse front end of its own).
-        moved: Old dotted module path -> new one, for modules that moved; the old path still imports, with a
-            ``DeprecationWarning``, for one release (see :mod:`hf_ext._lazy`).
     """
 
     id: str
@@ -53,16 +46,13 @@ class MethodInfo:
     host: str
     extras: tuple[str, ...]
     public: dict[str, str]
-    bench: str
     citation: str
     slot: str = ""
     use: str = ""
     reconstructed: tuple[str, ...] = ()
     note: str = ""
     public_extras: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    assets: dict[str, str] = field(default_factory=dict)
     commands: dict[str, str] = field(default_factory=dict)
-    moved: dict[str, str] = field(default_factory=dict)
 
     @property
     def paper(self) -> dict[str, object]:

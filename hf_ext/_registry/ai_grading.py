@@ -81,7 +81,6 @@ METHOD = MethodInfo(
         "deferral_curve": ("metrics",),
         "qwk_scorer": ("metrics", "sklearn"),
     },
-    bench="hf_ext.ai_grading.bench:run",
     citation=(
         "@inproceedings{yu2026aigrading,\n"
         "  title     = {Evaluating {AI} Grading on Real-World Handwritten College Mathematics: "

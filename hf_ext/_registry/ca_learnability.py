@@ -70,7 +70,6 @@ METHOD = MethodInfo(
         "learnability_correlations": ("sklearn",),
         "LearnabilityPredictor": ("sklearn",),
     },
-    bench=f"{_M}.bench:run",
     citation=(
         "@inproceedings{calearnability2026,\n"
         "  title     = {Cellular-Automaton Learnability: Average Sensitivity vs Junta and Fourier-Degree "

@@ -11,15 +11,13 @@ METHOD = MethodInfo(
     host="TRL DPOTrainer subclass (CAMPConfig + CAMPTrainer)",
     extras=("trl",),
     public={
-        "CAMPConfig": "hf_ext.trl.camp.config",
-        "CAMPTrainer": "hf_ext.trl.camp.trainer",
-        "DataCollatorForCAMP": "hf_ext.trl.camp.collator",
-        "camp_loss": "hf_ext.trl.camp.core",
-        "ultrafeedback_to_camp": "hf_ext.trl.camp.data",
-        "validate_camp_dataset": "hf_ext.trl.camp.data",
+        "CAMPConfig": "hf_ext.camp.config",
+        "CAMPTrainer": "hf_ext.camp.trainer",
+        "DataCollatorForCAMP": "hf_ext.camp.collator",
+        "camp_loss": "hf_ext.camp.core",
+        "ultrafeedback_to_camp": "hf_ext.camp.data",
+        "validate_camp_dataset": "hf_ext.camp.data",
     },
-    bench="hf_ext.trl.camp.bench:run",
-    moved={"hf_ext.trl.camp.task": "hf_ext.trl.camp._bench_task"},
     citation=(
         "@inproceedings{camp2026,\n"
         "  title     = {Conflict-Aware Adaptive Alignment for {LLM} Hallucination Mitigation},\n"

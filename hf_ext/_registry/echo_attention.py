@@ -16,21 +16,16 @@ METHOD = MethodInfo(
     ),
     extras=("diffusers",),
     public={
-        "EchoAttentionConfig": "hf_ext.diffusers.echo_attention.config",
-        "EchoAttentionHandle": "hf_ext.diffusers.echo_attention.handle",
-        "EchoPipelineHandle": "hf_ext.diffusers.echo_attention.handle",
-        "EchoWanAttnProcessor": "hf_ext.diffusers.echo_attention.processor_wan",
-        "EchoCogVideoXAttnProcessor": "hf_ext.diffusers.echo_attention.processor_cogvideox",
-        "apply_echo_attention": "hf_ext.diffusers.echo_attention.api",
-        "calibrate_echo": "hf_ext.diffusers.echo_attention.api",
+        "EchoAttentionConfig": "hf_ext.echo_attention.config",
+        "EchoAttentionHandle": "hf_ext.echo_attention.handle",
+        "EchoPipelineHandle": "hf_ext.echo_attention.handle",
+        "EchoWanAttnProcessor": "hf_ext.echo_attention.processor_wan",
+        "EchoCogVideoXAttnProcessor": "hf_ext.echo_attention.processor_cogvideox",
+        "apply_echo_attention": "hf_ext.echo_attention.api",
+        "calibrate_echo": "hf_ext.echo_attention.api",
         "block_sparse_attention": "hf_ext.kernels.block_sparse_attention",
         "echo_merge": "hf_ext.kernels.echo_merge",
         "pooled_tile_scores": "hf_ext.kernels.pooling",
-    },
-    bench="hf_ext.diffusers.echo_attention.bench:run",
-    moved={
-        "hf_ext.diffusers.echo_attention.processors": "hf_ext.diffusers.echo_attention.processor_wan",
-        "hf_ext.diffusers.echo_attention.cogvideox": "hf_ext.diffusers.echo_attention.processor_cogvideox",
     },
     citation=(
         "@inproceedings{echoattention2026,\n  title={EchoAttention},\n  booktitle={ICML},\n  year={2026},\n"

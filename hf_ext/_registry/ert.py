@@ -36,18 +36,6 @@ METHOD = MethodInfo(
         "SizeStratifiedAuditor": "hf_ext.estimators.conditional_coverage",
         "EqualOpportunityAuditor": "hf_ext.estimators.conditional_coverage",
     },
-    bench="hf_ext.ert.bench:run",
-    moved={
-        "hf_ext.conformal": "hf_ext.ert",
-        "hf_ext.conformal.bench": "hf_ext.ert.bench",
-        "hf_ext.conformal.classifiers": "hf_ext.ert.classifiers",
-        "hf_ext.conformal.config": "hf_ext.ert._bench_config",
-        "hf_ext.conformal.core": "hf_ext.ert.core",
-        "hf_ext.conformal.inputs": "hf_ext.ert.inputs",
-        "hf_ext.conformal.legacy": "hf_ext.ert.legacy",
-        "hf_ext.conformal.shapes": "hf_ext.ert._bench_shapes",
-        "hf_ext.conformal.slab": "hf_ext.ert.slab",
-    },
     citation=(
         "@inproceedings{braun2026conditional,\n"
         "  title={Conditional Coverage Diagnostics for Conformal Prediction},\n"

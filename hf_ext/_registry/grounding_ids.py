@@ -38,7 +38,6 @@ METHOD = MethodInfo(
         "PartitionBox": (),
         "partition_boxes": (),
     },
-    bench=f"{_M}.bench:run",
     citation=(
         "@inproceedings{groundingids2026,\n"
         "  title     = {Uncovering Grounding IDs: How External Cues Shape Multimodal Binding},\n"

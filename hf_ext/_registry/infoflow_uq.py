@@ -11,15 +11,15 @@ METHOD = MethodInfo(
     host="transformers causal LMs (forward hooks on self_attn / v_proj, eager attention) + torchmetrics",
     extras=("transformers",),
     public={
-        "InformationFlowConfig": "hf_ext.generation.infoflow_uq.config",
-        "InformationFlowScorer": "hf_ext.generation.infoflow_uq.scorer",
-        "FlowTrace": "hf_ext.generation.infoflow_uq.scorer",
-        "RAGExample": "hf_ext.generation.infoflow_uq.data",
-        "make_rag_examples": "hf_ext.generation.infoflow_uq.data",
-        "encode_rag_example": "hf_ext.generation.infoflow_uq.data",
-        "flow_concentration": "hf_ext.generation.infoflow_uq.core",
-        "flow_simulatability": "hf_ext.generation.infoflow_uq.core",
-        "rank_average": "hf_ext.generation.infoflow_uq.core",
+        "InformationFlowConfig": "hf_ext.infoflow_uq.config",
+        "InformationFlowScorer": "hf_ext.infoflow_uq.scorer",
+        "FlowTrace": "hf_ext.infoflow_uq.scorer",
+        "RAGExample": "hf_ext.infoflow_uq.data",
+        "make_rag_examples": "hf_ext.infoflow_uq.data",
+        "encode_rag_example": "hf_ext.infoflow_uq.data",
+        "flow_concentration": "hf_ext.infoflow_uq.core",
+        "flow_simulatability": "hf_ext.infoflow_uq.core",
+        "rank_average": "hf_ext.infoflow_uq.core",
         "UncertaintyAUROC": "hf_ext.metrics.infoflow",
         "PredictionRejectionRatio": "hf_ext.metrics.infoflow",
         "uncertainty_auroc": "hf_ext.metrics.functional.infoflow",
@@ -39,7 +39,6 @@ METHOD = MethodInfo(
         "prediction_rejection_ratio": ("metrics",),
         "stratified_auroc": ("metrics",),
     },
-    bench="hf_ext.generation.infoflow_uq.bench:run",
     citation=(
         "@inproceedings{infoflow2026,\n"
         "  title     = {Information Flow Reveals When to Trust Language Models},\n"

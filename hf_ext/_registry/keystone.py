@@ -1,6 +1,6 @@
 from hf_ext._registry import MethodInfo
 
-_K = "hf_ext.peft.keystone"
+_K = "hf_ext.keystone"
 
 METHOD = MethodInfo(
     id="keystone",
@@ -16,9 +16,9 @@ METHOD = MethodInfo(
     ),
     extras=("peft", "transformers"),
     public={
-        "KeystoneConfig": f"{_K}.config",
-        "KeystoneModel": f"{_K}.model",
-        "KeystoneLayer": f"{_K}.layer",
+        "KeystoneConfig": f"{_K}.tuner.config",
+        "KeystoneModel": f"{_K}.tuner.model",
+        "KeystoneLayer": f"{_K}.tuner.layer",
         "KeystoneSet": f"{_K}.sets",
         "KeystoneGradMaskCallback": f"{_K}.callback",
         "find_keystone_neurons": f"{_K}.core",
@@ -28,16 +28,6 @@ METHOD = MethodInfo(
         "text_nll": f"{_K}.core",
         "ablate_neurons": f"{_K}.ablate",
         "random_neuron_set": f"{_K}.ablate",
-        "attach_keystone_grad_mask": f"{_K}.legacy",
-        "save_keystone_adapter": f"{_K}.legacy",
-        "load_keystone_adapter": f"{_K}.legacy",
-        "keystone_trainable_parameters": f"{_K}.legacy",
-    },
-    bench=f"{_K}.bench:run",
-    moved={
-        f"{_K}.adapter": f"{_K}.legacy",
-        f"{_K}.bench_data": f"{_K}._bench_data",
-        f"{_K}.finetune": f"{_K}._bench_finetune",
     },
     citation=(
         "@inproceedings{ji2026keystone,\n"

@@ -34,7 +34,6 @@ METHOD = MethodInfo(
         "weight_matrix": (),
         "ModelZooConfig": (),
     },
-    bench=f"{_M}.bench:run",
     citation=(
         "@inproceedings{mvprobe2026,\n"
         "  title     = {What Linear Probes Miss: Multi-View Probing for Weight-Space Learning},\n"

@@ -21,7 +21,6 @@ METHOD = MethodInfo(
         "OnlineCoveringAlgorithm": "hf_ext.online_covering.core",
         "OfflineResult": "hf_ext.online_covering.offline",
     },
-    bench="hf_ext.online_covering.bench:run",
     citation=(
         "@inproceedings{jabalameli2026learning,\n"
         "  title={Learning-Augmented Online Covering Problems},\n"
@@ -41,7 +40,6 @@ METHOD = MethodInfo(
         "the cap x_S <= 1 in the online set-cover update",
         "the adversarial set-cover family",
     ),
-    moved={"hf_ext.online_covering.base": "hf_ext.online_covering.core"},
     note=(
         "Theory paper without experiments or code; the reduction is reconstructed from the abstract and "
         "introduction, so its bounds must not be cited as the paper's."

@@ -39,7 +39,6 @@ METHOD = MethodInfo(
         "GFNConfig": f"{_M}.config",
         "GFNTrainer": f"{_M}.trainer",
     },
-    bench=f"{_M}.bench:run",
     citation=(
         "@inproceedings{dasilva2026pathdependent,\n"
         "  title     = {Path-dependent Discrete Amortized Inference},\n"

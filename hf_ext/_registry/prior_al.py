@@ -33,7 +33,6 @@ METHOD = MethodInfo(
         "ZeroShotTextPrior": ("sklearn", "transformers", "real-models"),
         "EncoderFeatures": ("sklearn", "timm", "transformers", "real-models"),
     },
-    bench=f"{_M}.bench:run",
     citation=(
         "@inproceedings{zhang2026prioral,\n"
         "  title     = {Active Learning with Foundation Model Priors: Efficient Learning under Class "

@@ -1,6 +1,6 @@
 from hf_ext._registry import MethodInfo
 
-_M = "hf_ext.trl.scm_grpo"
+_M = "hf_ext.scm_grpo"
 _PURE_PYTHON = (
     "SCMGraph",
     "parse_scm_graph",
@@ -47,7 +47,6 @@ METHOD = MethodInfo(
         "SCMGRPOTrainer": f"{_M}.trainer",
     },
     public_extras={name: () for name in _PURE_PYTHON},
-    bench=f"{_M}.bench:run",
     citation=(
         "@inproceedings{scmgrpo2026,\n"
         "  title     = {Grounding Multi-Hop Reasoning in Structural Causal Models via Group Relative "

@@ -39,7 +39,6 @@ METHOD = MethodInfo(
         "align_saes": ("sklearn",),
         "LatentAlignment": ("sklearn",),
     },
-    bench=f"{_M}.bench:run",
     citation=(
         "@inproceedings{medseglens2026,\n"
         "  title     = {Med-SegLens: Latent-Level Model Diffing for Interpretable Medical Image "

@@ -29,7 +29,6 @@ METHOD = MethodInfo(
         "identify_best_model": "hf_ext.sysrs.core",
         "simulate": "hf_ext.sysrs.simulate",
     },
-    bench="hf_ext.sysrs.bench:run",
     citation=(
         "@inproceedings{lyu2026sysrs,\n"
         "  title = {Cutting {LLM} Evaluation Costs with {SySRs}: A Bandit Algorithm that Provably Exploits "

@@ -11,12 +11,12 @@ METHOD = MethodInfo(
     host="transformers generate(custom_generate=...) + registered attention function",
     extras=("transformers",),
     public={
-        "VegasConfig": "hf_ext.generation.vegas.config",
-        "vegas_generate": "hf_ext.generation.vegas.generate",
-        "VegasStats": "hf_ext.generation.vegas.generate",
-        "VegasGenerateOutput": "hf_ext.generation.vegas.generate",
-        "InPlaceCache": "hf_ext.generation.vegas.cache",
-        "register_chunk_attention": "hf_ext.generation.vegas.attention",
+        "VegasConfig": "hf_ext.vegas.config",
+        "vegas_generate": "hf_ext.vegas.generate",
+        "VegasStats": "hf_ext.vegas.generate",
+        "VegasGenerateOutput": "hf_ext.vegas.generate",
+        "InPlaceCache": "hf_ext.vegas.cache",
+        "register_chunk_attention": "hf_ext.vegas.attention",
         "gathered_decode_attention": "hf_ext.kernels.gathered_attention",
         "chunk_attention": "hf_ext.kernels.chunk_attention",
         "KeySelection": "hf_ext.kernels.chunk_attention",
@@ -26,8 +26,6 @@ METHOD = MethodInfo(
         "page_minmax": "hf_ext.kernels.quest",
         "quest_page_scores": "hf_ext.kernels.quest",
     },
-    bench="hf_ext.generation.vegas.bench:run",
-    assets={"vegas-byte-llama": "hf_ext.generation.vegas._bench_lm:byte_llama_path"},
     citation=(
         "@inproceedings{yue2026vegas,\n"
         "  title = {Vegas: Self-Speculative Decoding with Verification-Guided Sparse Attention},\n"

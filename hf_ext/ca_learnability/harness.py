@@ -15,8 +15,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from hf_ext._timing import Timer
 from hf_ext._validation import check_bool, check_choice, check_sequence
-from hf_ext.benchmarking import Timer
 from hf_ext.ca_learnability.automata import CARule, as_rule
 from hf_ext.ca_learnability.config import ARCHITECTURES, LearnabilityConfig
 from hf_ext.ca_learnability.dataset import CellularAutomatonDataset

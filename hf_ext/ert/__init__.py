@@ -1,8 +1,8 @@
 """ERT: conditional-coverage diagnostics for conformal prediction (arXiv 2512.11779) and the earlier metrics.
 
-Pure numpy math: ``core`` (ERT losses, cross-fitting, the held-out test), ``legacy`` (CovGap/FSC/SSC/EOC,
-Pearson/HSIC), ``slab`` (worst-slab coverage), ``inputs`` (coverage from prediction sets or intervals, data
-checks), ``classifiers`` (coverage classifiers); ``bench`` is ``hf-ext bench ert``. The host adapters live in
+Pure numpy math: ``core`` (ERT losses, cross-fitting, the held-out test), ``group_metrics``
+(CovGap/FSC/SSC/EOC, Pearson/HSIC), ``slab`` (worst-slab coverage), ``inputs`` (coverage from prediction sets
+or intervals, data checks), ``classifiers`` (coverage classifiers). The host adapters live in
 :mod:`hf_ext.metrics` (torchmetrics) and :mod:`hf_ext.estimators` (scikit-learn).
 """
 

@@ -19,13 +19,13 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hf_ext._registry import paper
-from hf_ext.ert import legacy
+from hf_ext.ert import group_metrics
 from hf_ext.ert.slab import Slab, sample_directions, worst_slab
 from hf_ext.estimators.ert import binary_coverage_target
 
 _ALPHA = [Interval(Real, 0, 1, closed="neither")]
 _SEED = [Interval(Integral, 0, None, closed="left")]
-_REDUCTION = [StrOptions(set(legacy.REDUCTIONS))]
+_REDUCTION = [StrOptions(set(group_metrics.REDUCTIONS))]
 
 
 class _PartitionAuditor(ClassifierMixin, BaseEstimator):
@@ -171,7 +171,7 @@ class CovGapAuditor(_PartitionAuditor):
         return self.kmeans_.predict(X).astype(np.int64)
 
     def _statistic(self, cells: np.ndarray, z: np.ndarray) -> float:
-        return legacy.stratified(cells, z, self.alpha, self.reduction, bool(self.weighted))
+        return group_metrics.stratified(cells, z, self.alpha, self.reduction, bool(self.weighted))
 
 
 class SizeStratifiedAuditor(_PartitionAuditor):
@@ -242,14 +242,14 @@ class SizeStratifiedAuditor(_PartitionAuditor):
         self.centroids_ = (
             uniq
             if uniq.size < self.num_groups
-            else legacy.kmeans_1d(values, self.num_groups, self.random_state)
+            else group_metrics.kmeans_1d(values, self.num_groups, self.random_state)
         )
 
     def _assign(self, X: np.ndarray) -> np.ndarray:
-        return legacy.assign_1d(X[:, self.column], self.centroids_)
+        return group_metrics.assign_1d(X[:, self.column], self.centroids_)
 
     def _statistic(self, cells: np.ndarray, z: np.ndarray) -> float:
-        return legacy.stratified(cells, z, self.alpha, self.reduction, bool(self.weighted))
+        return group_metrics.stratified(cells, z, self.alpha, self.reduction, bool(self.weighted))
 
 
 class EqualOpportunityAuditor(SizeStratifiedAuditor):

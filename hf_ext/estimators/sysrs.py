@@ -367,18 +367,3 @@ def _evaluate(
                 )
             out[row, cols] = got
     return out
-
-
-def __getattr__(name: str) -> Any:
-    """``BestModelIdentifier`` moved to :mod:`hf_ext.sysrs.selector`; the old path warns for one release."""
-    if name != "BestModelIdentifier":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        "`hf_ext.estimators.sysrs.BestModelIdentifier` moved to `hf_ext.sysrs.BestModelIdentifier` "
-        "(a selector with select(scores, budget)); the old path will be removed in hf-ext 0.3.",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    from hf_ext.sysrs.selector import BestModelIdentifier
-
-    return BestModelIdentifier

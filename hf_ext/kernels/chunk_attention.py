@@ -19,7 +19,7 @@ CPU arithmetic: SDPA there runs ``R = 7`` rows at about 2.1x the cost of one (it
 compute-bound on two cores). Measured at 8 rows x 32k slots, 4 heads of 64, 2 threads (this host's timings
 drift by up to 30% between runs): one row 13 ms against SDPA's 20 (the bytes alone, read by a sum, take 11);
 4 rows 16 ms; 7 rows 29 ms against SDPA's 58. A one-row call is a decode step, so plain decoding gets the same
-kernel (``"hf_ext_chunk"`` in :mod:`hf_ext.generation.vegas.attention`), and so does Vegas's draft
+kernel (``"hf_ext_chunk"`` in :mod:`hf_ext.vegas.attention`), and so does Vegas's draft
 attention (:func:`~hf_ext.kernels.gathered_attention.gathered_decode_attention`). On CUDA the reference (SDPA)
 is the fast path.
 

@@ -20,7 +20,7 @@ from torchmetrics.utilities import dim_zero_cat
 
 from hf_ext._registry import paper
 from hf_ext._validation import check_choice, check_int, check_probability
-from hf_ext.ert import legacy
+from hf_ext.ert import group_metrics
 from hf_ext.ert.inputs import check_features, check_vector, resolve_coverage
 from hf_ext.metrics.functional.conditional_coverage import (
     CORRELATION_METHODS,
@@ -119,7 +119,7 @@ class _GroupCoverage(_CatCoverageMetric):
     def _sums(self) -> tuple[np.ndarray, np.ndarray]:
         if self.num_groups is None:
             data = self._gather()
-            return legacy.group_sums(data["groups"], data["covered"])
+            return group_metrics.group_sums(data["groups"], data["covered"])
         counts, hits = self.counts.detach().cpu().numpy(), self.hits.detach().cpu().numpy()
         if counts.sum() == 0:
             raise RuntimeError(
@@ -170,7 +170,7 @@ class CoverageGap(_GroupCoverage):
     def compute(self) -> Tensor:
         """CovGap over all samples seen."""
         return torch.tensor(
-            legacy.gap_from_sums(*self._sums(), self.alpha, self.weighted), dtype=torch.float64
+            group_metrics.gap_from_sums(*self._sums(), self.alpha, self.weighted), dtype=torch.float64
         )
 
 
@@ -200,7 +200,7 @@ class FeatureStratifiedCoverage(_GroupCoverage):
 
     def compute(self) -> Tensor:
         """FSC over all samples seen."""
-        return torch.tensor(legacy.min_from_sums(*self._sums()), dtype=torch.float64)
+        return torch.tensor(group_metrics.min_from_sums(*self._sums()), dtype=torch.float64)
 
 
 class _DiscretizedCoverage(_CatCoverageMetric):

@@ -3,7 +3,7 @@
 Every class keeps two additive per-group states, ``sums`` and ``counts`` (shape ``(G,)``, reduced with
 ``"sum"``), so batched accumulation, one-shot evaluation and DDP reduction agree exactly. The math is the
 functional twin in :mod:`hf_ext.metrics.functional.fairness`, shared with the environments of
-:mod:`hf_ext.marl`.
+:mod:`hf_ext.mafe`.
 """
 
 from __future__ import annotations

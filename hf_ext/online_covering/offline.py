@@ -25,8 +25,8 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse.csgraph import minimum_spanning_tree, shortest_path
 
 from hf_ext._registry import paper
+from hf_ext._timing import Timer
 from hf_ext._validation import check_bool, check_choice, check_float, check_int, check_sequence
-from hf_ext.benchmarking import Timer
 from hf_ext.online_covering.inputs import (
     check_costs,
     check_indices,

@@ -10,7 +10,6 @@ meta-estimator over candidate models is :class:`~hf_ext.estimators.sysrs.SySRsSe
 from __future__ import annotations
 
 import logging
-import warnings
 from numbers import Integral
 from typing import Any
 
@@ -140,17 +139,6 @@ class BestModelIdentifier(BaseEstimator):
         self.n_models_, self.n_queries_ = n_models, n_queries
         logger.debug("%s picked model %d for %d evaluations", self.algorithm, self.best_model_, sched.spent)
         return self.best_model_
-
-    def fit(self, S: Any, y: Any = None) -> BestModelIdentifier:
-        """Deprecated alias of :meth:`select` (returns ``self``); a score-matrix search is not a fit."""
-        warnings.warn(
-            "BestModelIdentifier.fit(S) is deprecated and will be removed in hf-ext 0.3: call "
-            "select(S, budget) (or use hf_ext.estimators.SySRsSearchCV to pick among scikit-learn models).",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        self.select(S)
-        return self
 
 
 def scheduler_seed(random_state: Any) -> int | None:

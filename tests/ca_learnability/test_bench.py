@@ -10,10 +10,10 @@ from hf_ext.testing import requires
 
 pytestmark = requires("sklearn")
 
-from hf_ext.benchmarking import check_slice  # noqa: E402
-from hf_ext.ca_learnability import bench  # noqa: E402
-from hf_ext.ca_learnability._bench_tables import cv_r2  # noqa: E402
-from hf_ext.ca_learnability.bench import HEADLINE_ARCH, METHOD, Plan, _plan, grid, run  # noqa: E402
+from benchmarks.ca_learnability import bench  # noqa: E402
+from benchmarks.ca_learnability.bench import HEADLINE_ARCH, METHOD, Plan, _plan, grid, run  # noqa: E402
+from benchmarks.ca_learnability.tables import cv_r2  # noqa: E402
+from benchmarks.harness import check_slice  # noqa: E402
 
 
 def test_cv_r2_of_an_exact_linear_law() -> None:

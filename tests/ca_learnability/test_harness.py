@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from hf_ext.benchmarking import pinned_threads
+from benchmarks.harness import pinned_threads
 from hf_ext.ca_learnability.automata import life_like_rule, sample_rules
 from hf_ext.ca_learnability.config import LearnabilityConfig
 from hf_ext.ca_learnability.harness import learnability_study, train_and_evaluate

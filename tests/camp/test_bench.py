@@ -15,7 +15,7 @@ SIZE = dict(n_known=6, n_unknown=4, n_unknown_pairs=2, n_val=3, n_test=3)
 
 
 def test_task_entities_are_disjoint_and_seeded() -> None:
-    from hf_ext.trl.camp import _bench_task as T
+    from benchmarks.camp import task as T
 
     task = T.make_task(0, **SIZE)
     groups = [task.known, task.unknown_train, task.unknown_val, task.unknown_test]
@@ -29,8 +29,8 @@ def test_task_entities_are_disjoint_and_seeded() -> None:
 
 def test_preference_rows_and_arm_data() -> None:
     torch = pytest.importorskip("torch")
-    from hf_ext.trl.camp import _bench_task as T
-    from hf_ext.trl.camp.core import camp_conflict
+    from benchmarks.camp import task as T
+    from hf_ext.camp.core import camp_conflict
 
     task = T.make_task(0, **SIZE)
     rows = T.preference_rows(task, seed=0)
@@ -50,8 +50,8 @@ def test_preference_rows_and_arm_data() -> None:
 
 
 def test_evaluate_on_an_untrained_model() -> None:
+    from benchmarks.camp import task as T
     from hf_ext.testing import tiny_llama, word_tokenizer
-    from hf_ext.trl.camp import _bench_task as T
 
     task = T.make_task(0, **SIZE)
     tok = word_tokenizer(task.words)
@@ -72,7 +72,7 @@ def test_evaluate_on_an_untrained_model() -> None:
 
 
 def test_cdpo_arm_setting_is_label_smoothing() -> None:
-    from hf_ext.trl.camp import bench
+    from benchmarks.camp import bench
 
     label, kw = bench.ARMS["cdpo"].grid[0]
     assert label == "beta=0.1 eps=0.1"
@@ -81,7 +81,7 @@ def test_cdpo_arm_setting_is_label_smoothing() -> None:
 
 
 def test_choose_prefers_low_fabrication_above_the_floor() -> None:
-    from hf_ext.trl.camp.bench import _choose
+    from benchmarks.camp.bench import _choose
 
     cands: list[dict[str, Any]] = [
         {"val": {"known_acc": 0.95, "fabrication": 0.8}},
@@ -93,8 +93,8 @@ def test_choose_prefers_low_fabrication_above_the_floor() -> None:
 
 
 def test_grid_is_the_task_the_run_builds() -> None:
-    from hf_ext.trl.camp import _bench_task as T
-    from hf_ext.trl.camp import bench
+    from benchmarks.camp import bench
+    from benchmarks.camp import task as T
 
     (setting,) = bench.grid()
     task = T.make_task(0, **bench.TASK)
@@ -105,8 +105,8 @@ def test_grid_is_the_task_the_run_builds() -> None:
 
 @pytest.mark.slow
 def test_quick_benchmark_report_and_plot(tmp_path: Any) -> None:
-    from hf_ext.benchmarking import check_slice
-    from hf_ext.trl.camp.bench import grid, plot, run
+    from benchmarks.camp.bench import grid, plot, run
+    from benchmarks.harness import check_slice
 
     report = run(quick=True, seed=0)
     check_slice(report.settings, grid(), method="camp")

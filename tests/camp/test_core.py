@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-from hf_ext.trl.camp.core import camp_conflict, camp_loss, camp_margin  # noqa: E402
+from hf_ext.camp.core import camp_conflict, camp_loss, camp_margin  # noqa: E402
 
 
 def _one(x: float) -> torch.Tensor:

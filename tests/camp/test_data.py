@@ -23,9 +23,9 @@ def raw() -> list[dict[str, Any]]:
 
 
 def test_openbmb_layout(raw: list[dict[str, Any]], caplog: pytest.LogCaptureFixture) -> None:
-    from hf_ext.trl.camp import ultrafeedback_to_camp
+    from hf_ext.camp import ultrafeedback_to_camp
 
-    with caplog.at_level(logging.WARNING, logger="hf_ext.trl.camp.data"):
+    with caplog.at_level(logging.WARNING, logger="hf_ext.camp.data"):
         ds = ultrafeedback_to_camp(raw, pairing="best_vs_worst")
     assert "dropped 1 of 12 rows" in caplog.text and "skipped 4 completions" in caplog.text
     assert len(ds) == 11
@@ -38,7 +38,7 @@ def test_openbmb_layout(raw: list[dict[str, Any]], caplog: pytest.LogCaptureFixt
 
 
 def test_overall_score_picks_help_favoured_fabrication(raw: list[dict[str, Any]]) -> None:
-    from hf_ext.trl.camp import ultrafeedback_to_camp
+    from hf_ext.camp import ultrafeedback_to_camp
 
     ds = ultrafeedback_to_camp(raw, overall="overall_score", pairing="best_vs_random", seed=0)
     by_prompt = {r["prompt"]: r for r in ds}
@@ -49,7 +49,7 @@ def test_overall_score_picks_help_favoured_fabrication(raw: list[dict[str, Any]]
 
 
 def test_flat_layout() -> None:
-    from hf_ext.trl.camp import ultrafeedback_to_camp
+    from hf_ext.camp import ultrafeedback_to_camp
 
     rows = [
         {
@@ -78,7 +78,7 @@ def test_flat_layout() -> None:
 
 
 def test_bad_raw_inputs(raw: list[dict[str, Any]]) -> None:
-    from hf_ext.trl.camp import ultrafeedback_to_camp
+    from hf_ext.camp import ultrafeedback_to_camp
 
     raw[3]["completions"][1]["annotations"]["honesty"]["Rating"] = "7"
     with pytest.raises(
@@ -109,7 +109,7 @@ def _ds(**cols: list[Any]) -> Any:
 
 
 def test_validate_summary_and_warnings() -> None:
-    from hf_ext.trl.camp import validate_camp_dataset
+    from hf_ext.camp import validate_camp_dataset
 
     stats = validate_camp_dataset(_ds(truth_margin=[1.0, 0.0, -0.5, 0.5], help_margin=[1.0, 1.0, 0.5, 0.25]))
     assert stats == {
@@ -129,7 +129,7 @@ def test_swapped_pairs_warn() -> None:
     """Swapping chosen and rejected flips both gaps: the conflict fraction stays, the order check fires."""
     import warnings
 
-    from hf_ext.trl.camp import validate_camp_dataset
+    from hf_ext.camp import validate_camp_dataset
 
     t = [1.0, 0.5, 0.25, 1.0, -1.0, 0.0, 0.75, 0.5]
     h = [1.0, 0.5, 0.75, 0.0, 1.0, 1.0, 0.25, 0.5]
@@ -168,14 +168,14 @@ def test_swapped_pairs_warn() -> None:
     ],
 )
 def test_validate_bad_columns(cols: dict[str, list[Any]], match: str) -> None:
-    from hf_ext.trl.camp import validate_camp_dataset
+    from hf_ext.camp import validate_camp_dataset
 
     with pytest.raises(ValueError, match=match):
         validate_camp_dataset(_ds(**cols))
 
 
 def test_validate_conflict_key_range() -> None:
-    from hf_ext.trl.camp import validate_camp_dataset
+    from hf_ext.camp import validate_camp_dataset
 
     ds = _ds(truth_margin=[0.1, 0.1], help_margin=[0.1, 0.1], probe=[0.2, 1.2])
     with pytest.raises(ValueError, match=r"column `probe` must lie in \[0, 1\], but row 1 holds 1.2"):

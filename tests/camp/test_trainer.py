@@ -158,7 +158,7 @@ def test_margin_equals_dpo_with_shifted_reference(
     from trl import DPOConfig, DPOTrainer
 
     from hf_ext import CAMPConfig
-    from hf_ext.trl.camp.core import camp_conflict, camp_margin
+    from hf_ext.camp.core import camp_conflict, camp_margin
 
     kw = dict(max_steps=1, precompute_ref_log_probs=True, beta=0.5)
     rec_camp = GradRecorder()
@@ -263,14 +263,14 @@ def test_version_guard() -> None:
     import torch
     from trl import DPOTrainer
 
+    from hf_ext.camp import trainer as camp_trainer
     from hf_ext.testing import tiny_llama
-    from hf_ext.trl.camp import trainer as camp_trainer
 
     assert str(inspect.signature(DPOTrainer._compute_loss)) == camp_trainer._EXPECTED_SIGNATURE
     for name, digest in SOURCE_SHA256.items():
         source = inspect.getsource(getattr(DPOTrainer, name))
         assert hashlib.sha256(source.encode()).hexdigest() == digest, (
-            f"trl changed DPOTrainer.{name}; review the block copied in hf_ext/trl/camp/trainer.py"
+            f"trl changed DPOTrainer.{name}; review the block copied in hf_ext/camp/trainer.py"
         )
     from trl.trainer.utils import add_fused_lm_head
 

@@ -8,7 +8,7 @@ pytestmark = requires("timm", "metrics")
 
 
 def test_quick_run_is_the_full_setting_at_a_smaller_budget():
-    from hf_ext.timm.dem_hec import bench
+    from benchmarks.dem_hec import bench
 
     quick, full = bench._tier(True), bench._tier(False)
     assert bench.grid() == [bench.SETTING]

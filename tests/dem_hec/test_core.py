@@ -14,14 +14,14 @@ pytestmark = requires("timm", "metrics")
 
 
 def test_prediction_entropy_bounds():
-    from hf_ext.timm.dem_hec.core import prediction_entropy
+    from hf_ext.dem_hec.core import prediction_entropy
 
     assert prediction_entropy(torch.zeros(2, 7)).tolist() == pytest.approx([1.0, 1.0])
     assert float(prediction_entropy(torch.tensor([[100.0, 0.0, 0.0]]))) < 1e-6
 
 
 def test_token_entropy_matches_numpy():
-    from hf_ext.timm.dem_hec.core import token_entropy
+    from hf_ext.dem_hec.core import token_entropy
 
     f = torch.tensor([1.0, 2.0, 4.0, 0.5]).view(1, 4, 1, 1)
     v = f.flatten().numpy().astype(np.float64)
@@ -41,7 +41,7 @@ def _toy_model():
 
 @pytest.mark.parametrize("norm,eps", [("linf", 8 / 255), ("l2", 0.5)])
 def test_entropy_pgd_stays_in_ball_and_leaves_model_untouched(norm, eps):
-    from hf_ext.timm.dem_hec.core import entropy_pgd
+    from hf_ext.dem_hec.core import entropy_pgd
 
     model = _toy_model().train()
     model.blocks[0].eval()  # a mixed mode must be restored exactly
@@ -64,8 +64,8 @@ def test_entropy_pgd_stays_in_ball_and_leaves_model_untouched(norm, eps):
 
 
 def test_entropy_ascent_increases_objective():
-    from hf_ext.timm._modes import eval_mode
-    from hf_ext.timm.dem_hec.core import entropy_pgd, high_entropy_objective
+    from hf_ext.dem_hec._modes import eval_mode
+    from hf_ext.dem_hec.core import entropy_pgd, high_entropy_objective
 
     model = _toy_model()
     x = torch.rand(8, 3, 32, 32)
@@ -85,7 +85,7 @@ def test_entropy_ascent_increases_objective():
 
 
 def test_info_nce_matches_numpy():
-    from hf_ext.timm.dem_hec.core import info_nce
+    from hf_ext.dem_hec.core import info_nce
 
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(5, 6, generator=g), torch.randn(5, 6, generator=g)
@@ -101,7 +101,7 @@ def test_info_nce_matches_numpy():
 def test_kd_matches_timm_logit_distillation():
     from timm.task import LogitDistillationTask
 
-    from hf_ext.timm.dem_hec.core import distillation_kl
+    from hf_ext.dem_hec.core import distillation_kl
 
     student, teacher = _toy_model(), _toy_model()
     with torch.no_grad():

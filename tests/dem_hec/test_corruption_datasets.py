@@ -13,7 +13,7 @@ pytestmark = requires("timm", "metrics")
 def test_imagenet_c_layout(imagenet_c_tree):
     from torchvision.transforms import v2
 
-    from hf_ext.timm import ImageNetC
+    from hf_ext.dem_hec import ImageNetC
 
     ds = ImageNetC(
         imagenet_c_tree, "fog", 2, transform=v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, True)])
@@ -28,7 +28,7 @@ def test_imagenet_c_layout(imagenet_c_tree):
 def test_cifar10_c_blocks(cifar10_c_tree):
     from torchvision.transforms import v2
 
-    from hf_ext.timm import CIFAR10C
+    from hf_ext.dem_hec import CIFAR10C
 
     ds = CIFAR10C(cifar10_c_tree, "contrast", 3, transform=v2.PILToTensor())
     assert len(ds) == 4
@@ -37,7 +37,7 @@ def test_cifar10_c_blocks(cifar10_c_tree):
 
 
 def test_loaders_bad_inputs(imagenet_c_tree, cifar10_c_tree, tmp_path):
-    from hf_ext.timm import CIFAR10C, ImageNetC
+    from hf_ext.dem_hec import CIFAR10C, ImageNetC
 
     with pytest.raises(KeyError, match="unknown corruptions"):
         ImageNetC(imagenet_c_tree, "rain", 1)
@@ -57,7 +57,7 @@ def test_evaluate_on_pre_rendered_imagenet_c(imagenet_c_tree):
     from torch.utils.data import DataLoader
     from torchvision.transforms import v2
 
-    from hf_ext.timm import ImageNetC, evaluate_corruptions
+    from hf_ext.dem_hec import ImageNetC, evaluate_corruptions
 
     to_tensor = v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, True)])
     clean = DataLoader(ImageNetC(imagenet_c_tree, "fog", 1, transform=to_tensor), batch_size=4)

@@ -42,7 +42,7 @@ def _to_tensor(hwc):
 
 
 def test_every_corruption_keeps_shape_range_and_is_seeded():
-    from hf_ext.timm.corruptions import CORRUPTIONS, corrupt
+    from hf_ext.dem_hec.corruptions import CORRUPTIONS, corrupt
 
     x = torch.rand(2, 3, 32, 32)
     assert len(CORRUPTIONS) == 18
@@ -55,8 +55,8 @@ def test_every_corruption_keeps_shape_range_and_is_seeded():
 
 def test_hand_formulas_on_a_4x4_image():
     """At 4 px the CIFAR-10-C constants apply: contrast .75, noise sigma .04, brightness .05, pixelate .65."""
-    from hf_ext.timm import corruptions as C
-    from hf_ext.timm._image_ops import hsv_to_rgb, rgb_to_hsv
+    from hf_ext.dem_hec import corruptions as C
+    from hf_ext.dem_hec._image_ops import hsv_to_rgb, rgb_to_hsv
 
     x = torch.linspace(0.1, 0.9, 48).view(1, 3, 4, 4)
     mean = x.mean(dim=(2, 3), keepdim=True)
@@ -76,8 +76,8 @@ def test_hand_formulas_on_a_4x4_image():
 def test_identity_parameters_return_the_input():
     from torchvision.transforms.v2.functional import jpeg
 
-    from hf_ext.timm import _image_ops as ops
-    from hf_ext.timm import corruptions as C
+    from hf_ext.dem_hec import _image_ops as ops
+    from hf_ext.dem_hec import corruptions as C
 
     x = _photos(32)
     q100 = jpeg((x * 255).round().to(torch.uint8), 100).float() / 255
@@ -97,7 +97,7 @@ def test_severities_grow_in_distortion_at_every_size(size):
     """Mean squared error against the clean photos rises strictly with severity, same generator seed for all
     severities. Saturate's published severities are two-sided (1-2 desaturate, 3-5 oversaturate): it rises
     strictly within each side."""
-    from hf_ext.timm.corruptions import CORRUPTIONS, corrupt
+    from hf_ext.dem_hec.corruptions import CORRUPTIONS, corrupt
 
     x = _photos(size)
     for name in CORRUPTIONS:
@@ -112,7 +112,7 @@ def test_severities_grow_in_distortion_at_every_size(size):
 
 
 def test_the_constants_switch_from_cifar_to_imagenet_above_64_px():
-    from hf_ext.timm.corruptions import corrupt
+    from hf_ext.dem_hec.corruptions import corrupt
 
     for size, sigma in ((64, 0.04), (65, 0.08)):
         x = torch.full((1, 3, size, size), 0.5)
@@ -127,7 +127,7 @@ def test_the_constants_switch_from_cifar_to_imagenet_above_64_px():
 def test_pixelate_matches_pillow_box(severity):
     from PIL import Image
 
-    from hf_ext.timm.corruptions import corrupt
+    from hf_ext.dem_hec.corruptions import corrupt
 
     u8, x = _photo224_uint8()
     c = (0.6, 0.5, 0.4, 0.3, 0.25)[severity - 1]
@@ -140,7 +140,7 @@ def test_pixelate_matches_pillow_box(severity):
 def test_jpeg_matches_pillow(severity):
     from PIL import Image
 
-    from hf_ext.timm.corruptions import corrupt
+    from hf_ext.dem_hec.corruptions import corrupt
 
     u8, x = _photo224_uint8()
     buf = io.BytesIO()
@@ -153,7 +153,7 @@ def test_jpeg_matches_pillow(severity):
 def test_gaussian_blur_matches_scikit_image():
     from skimage.filters import gaussian
 
-    from hf_ext.timm.corruptions import corrupt
+    from hf_ext.dem_hec.corruptions import corrupt
 
     u8, x = _photo224_uint8()
     for severity, sigma in ((1, 1), (4, 4)):
@@ -165,7 +165,7 @@ def test_defocus_blur_matches_a_numpy_port():
     """ImageNet-C's disk (cv2.GaussianBlur 3 x 3 on a 17 x 17 grid) and cv2.filter2D, both reflect-101."""
     from scipy.ndimage import correlate
 
-    from hf_ext.timm.corruptions import corrupt
+    from hf_ext.dem_hec.corruptions import corrupt
 
     u8, x = _photo224_uint8()
     for severity, (radius, alias) in ((1, (3, 0.1)), (4, (8, 0.5))):
@@ -184,7 +184,7 @@ def test_defocus_blur_matches_a_numpy_port():
 def test_zoom_blur_matches_scipy_clipped_zoom():
     from scipy.ndimage import zoom
 
-    from hf_ext.timm.corruptions import corrupt
+    from hf_ext.dem_hec.corruptions import corrupt
 
     u8, x = _photo224_uint8()
     img = (u8 / 255.0).astype(np.float32)
@@ -205,7 +205,7 @@ def test_zoom_blur_matches_scipy_clipped_zoom():
 def test_colour_corruptions_match_scikit_image_hsv():
     from skimage.color import hsv2rgb, rgb2hsv
 
-    from hf_ext.timm.corruptions import corrupt
+    from hf_ext.dem_hec.corruptions import corrupt
 
     u8, x = _photo224_uint8()
     img = u8 / 255.0
@@ -226,7 +226,7 @@ def test_glass_blur_matches_the_sequential_swap_loop():
     """ImageNet-C's loop (numpy, uint8 after the first blur), fed the same offsets as the suite draws."""
     from skimage.filters import gaussian
 
-    from hf_ext.timm.corruptions import corrupt
+    from hf_ext.dem_hec.corruptions import corrupt
 
     u8, x = _photo224_uint8()
     sigma, delta, iterations = 0.9, 2, 1  # severity 2
@@ -247,7 +247,7 @@ def test_glass_blur_matches_the_sequential_swap_loop():
 
 def test_fog_matches_the_formula_with_imagenet_c_plasma():
     """The diamond-square fractal as ImageNet-C writes it in numpy, fed the suite's uniform draws."""
-    from hf_ext.timm.corruptions import corrupt
+    from hf_ext.dem_hec.corruptions import corrupt
 
     _, x = _photo224_uint8()
     g = torch.Generator().manual_seed(5)
@@ -286,7 +286,7 @@ def test_fog_matches_the_formula_with_imagenet_c_plasma():
 
 
 def test_noise_formulas():
-    from hf_ext.timm.corruptions import corrupt
+    from hf_ext.dem_hec.corruptions import corrupt
 
     x = torch.full((1, 3, 224, 224), 0.4)
     shot = corrupt(x, "shot_noise", 3)  # Poisson(x * 12) / 12
@@ -307,7 +307,7 @@ def test_noise_formulas():
 def test_transform_in_a_torchvision_compose_and_dataset():
     from torchvision.transforms import v2
 
-    from hf_ext.timm.corruptions import CorruptedDataset, CorruptionTransform
+    from hf_ext.dem_hec.corruptions import CorruptedDataset, CorruptionTransform
 
     pipe = v2.Compose(
         [v2.ToDtype(torch.float32, scale=True), CorruptionTransform("gaussian_noise", 2, seed=3)]
@@ -322,7 +322,7 @@ def test_transform_in_a_torchvision_compose_and_dataset():
 
 
 def test_bad_inputs():
-    from hf_ext.timm.corruptions import CorruptionTransform, corrupt, corruption_names
+    from hf_ext.dem_hec.corruptions import CorruptionTransform, corrupt, corruption_names
 
     x = torch.rand(1, 3, 8, 8)
     with pytest.raises(KeyError, match="unknown corruption 'rain'; valid names: gaussian_noise"):

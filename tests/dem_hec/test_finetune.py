@@ -12,9 +12,9 @@ pytestmark = requires("timm", "metrics")
 
 @pytest.mark.parametrize("recipe", ["plain", "augmix", "dem-hec", "pgd-ce", "random-ball"])
 def test_every_recipe_trains_one_step(recipe):
-    from hf_ext.timm._pixels import mean_std
-    from hf_ext.timm.dem_hec.config import DemHECConfig
-    from hf_ext.timm.dem_hec.finetune import make_task, train_epoch
+    from hf_ext.dem_hec._pixels import mean_std
+    from hf_ext.dem_hec.config import DemHECConfig
+    from hf_ext.dem_hec.finetune import make_task, train_epoch
 
     model = tiny_timm_model("test_efficientnet", num_classes=3)
     before = [p.detach().clone() for p in model.parameters()]
@@ -29,7 +29,7 @@ def test_every_recipe_trains_one_step(recipe):
 
 
 def test_unknown_recipe():
-    from hf_ext.timm.dem_hec.finetune import make_task
+    from hf_ext.dem_hec.finetune import make_task
 
     with pytest.raises(ValueError, match="`recipe` must be one of 'plain', 'augmix'"):
         make_task("mixup", tiny_timm_model("test_efficientnet", num_classes=3))

@@ -147,7 +147,7 @@ def test_metric_bad_inputs():
 
 
 def test_evaluate_corruptions_end_to_end():
-    from hf_ext.timm import evaluate_corruptions
+    from hf_ext.dem_hec import evaluate_corruptions
 
     model = tiny_timm_model("test_efficientnet", num_classes=3)
     data = [(torch.rand(8, 3, 32, 32), torch.arange(8) % 3) for _ in range(2)]
@@ -165,9 +165,9 @@ def test_evaluate_corruptions_end_to_end():
 
 
 def test_evaluate_many_models_in_either_input_space_and_rank_them():
-    from hf_ext.timm import evaluate_corruptions, robustness_table
-    from hf_ext.timm._pixels import mean_std
-    from hf_ext.timm.robust_eval import robustness_summary
+    from hf_ext.dem_hec import evaluate_corruptions, robustness_table
+    from hf_ext.dem_hec._pixels import mean_std
+    from hf_ext.dem_hec.robust_eval import robustness_summary
 
     a = tiny_timm_model("test_efficientnet", num_classes=3)
     b = tiny_timm_model("test_efficientnet", seed=4, num_classes=3)
@@ -189,7 +189,7 @@ def test_evaluate_many_models_in_either_input_space_and_rank_them():
 
 
 def test_feature_entropy_profile_rows():
-    from hf_ext.timm import feature_entropy_profile
+    from hf_ext.dem_hec import feature_entropy_profile
 
     model = tiny_timm_model("test_efficientnet", num_classes=3)
     rows = feature_entropy_profile(
@@ -208,9 +208,9 @@ def test_observation_on_real_efficientnet():
     """The paper's observation on real weights (reduced panel of the bench's): mid-stage token entropy rises
     with severity from clean on; prediction entropy rises across severities 1..5 and ends above clean (at
     severity 1 it can dip below clean, as the full panel shows too)."""
+    from benchmarks.dem_hec.data import offline_photos
     from hf_ext.assets import efficientnet_lite0
-    from hf_ext.timm import feature_entropy_profile
-    from hf_ext.timm.dem_hec._bench_data import offline_photos
+    from hf_ext.dem_hec import feature_entropy_profile
 
     net = efficientnet_lite0()
     images = offline_photos()[:12]

@@ -20,7 +20,7 @@ def _batch(n=4, size=32):
 def test_method_off_equals_classification_task():
     from timm.task import ClassificationTask
 
-    from hf_ext.timm.dem_hec import DemHECTask
+    from hf_ext.dem_hec import DemHECTask
 
     model = tiny_timm_model("test_resnet", num_classes=3)
     x, y = _batch()
@@ -31,7 +31,7 @@ def test_method_off_equals_classification_task():
 
 
 def test_two_steps_change_weights_and_report_every_term():
-    from hf_ext.timm.dem_hec import DemHECTask
+    from hf_ext.dem_hec import DemHECTask
 
     model = tiny_timm_model("test_efficientnet", num_classes=3)
     before = copy.deepcopy(model.state_dict())
@@ -51,7 +51,7 @@ def test_two_steps_change_weights_and_report_every_term():
 
 
 def test_teacher_is_a_frozen_distinct_snapshot_and_kd_starts_at_zero():
-    from hf_ext.timm.dem_hec import DemHECTask
+    from hf_ext.dem_hec import DemHECTask
 
     model = tiny_timm_model("test_vit", num_classes=3, img_size=32)
     task = DemHECTask(model, steps=1, he_ce_weight=0, contrastive_weight=0, verbose=False)
@@ -66,7 +66,7 @@ def test_teacher_is_a_frozen_distinct_snapshot_and_kd_starts_at_zero():
 
 
 def test_checkpoint_state_round_trips_with_teacher():
-    from hf_ext.timm.dem_hec import DemHECTask
+    from hf_ext.dem_hec import DemHECTask
 
     a = DemHECTask(tiny_timm_model("test_resnet", num_classes=3), steps=1, verbose=False)
     b = DemHECTask(tiny_timm_model("test_resnet", seed=5, num_classes=3), steps=1, verbose=False)
@@ -81,7 +81,7 @@ def test_checkpoint_state_round_trips_with_teacher():
 def test_prepare_distributed_wraps_only_the_student(monkeypatch):
     import torch.nn.parallel as parallel
 
-    from hf_ext.timm.dem_hec import DemHECTask
+    from hf_ext.dem_hec import DemHECTask
 
     class FakeDDP(torch.nn.Module):
         def __init__(self, module, **kw):
@@ -101,7 +101,7 @@ def test_prepare_distributed_wraps_only_the_student(monkeypatch):
 
 
 def test_normalized_input_space_matches_pixel_space():
-    from hf_ext.timm.dem_hec import DemHECTask
+    from hf_ext.dem_hec import DemHECTask
 
     model = tiny_timm_model("test_resnet", num_classes=3)
     pix = DemHECTask(model, steps=1, distill_weight=0, verbose=False).eval()
@@ -130,7 +130,7 @@ def test_normalized_input_space_matches_pixel_space():
     ],
 )
 def test_bad_config(kwargs, match):
-    from hf_ext.timm.dem_hec import DemHECConfig
+    from hf_ext.dem_hec import DemHECConfig
 
     with pytest.raises(ValueError, match=match):
         DemHECConfig(**kwargs)
@@ -139,7 +139,7 @@ def test_bad_config(kwargs, match):
 
 
 def test_bad_inputs():
-    from hf_ext.timm.dem_hec import DemHECTask
+    from hf_ext.dem_hec import DemHECTask
 
     model = tiny_timm_model("test_resnet", num_classes=3)
     task = DemHECTask(model, steps=1, verbose=False)
@@ -153,7 +153,7 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="shares parameters with the student"):
         DemHECTask(model, teacher=model, verbose=False)
     with pytest.raises(ValueError, match="either `config` or its fields"):
-        from hf_ext.timm.dem_hec import DemHECConfig
+        from hf_ext.dem_hec import DemHECConfig
 
         DemHECTask(model, DemHECConfig(), steps=2, verbose=False)
     with pytest.raises(TypeError, match="needs a timm model with `forward_intermediates`"):
@@ -166,7 +166,7 @@ def test_timm_loader_evaluator_and_checkpoint_end_to_end(image_folder):
     import timm
     from timm.data import create_dataset, create_loader, resolve_data_config
 
-    from hf_ext.timm.dem_hec import DemHECTask
+    from hf_ext.dem_hec import DemHECTask
 
     model = tiny_timm_model("test_efficientnet", num_classes=3)
     cfg = resolve_data_config({"img_size": 32}, model=model)
@@ -198,7 +198,7 @@ def test_timm_loader_evaluator_and_checkpoint_end_to_end(image_folder):
 
 
 def test_pixel_task_eval_model_normalises_and_checkpoints_the_student():
-    from hf_ext.timm.dem_hec import DemHECTask
+    from hf_ext.dem_hec import DemHECTask
 
     model = tiny_timm_model("test_resnet", num_classes=3)
     task = DemHECTask(model, steps=1, verbose=False).eval()

@@ -12,7 +12,7 @@ def route_all():
     """``route_all(handle, frames, tokens, op=0)``: every head of every layer routed to ``op``."""
 
     def route(handle: Any, frames: int, tokens: int, op: int = 0) -> Any:
-        from hf_ext.diffusers.echo_attention.layout import Layout
+        from hf_ext.echo_attention.layout import Layout
 
         p = handle.params
         fit = p.bind(Layout(frames, tokens, handle.config.block_size))

@@ -11,8 +11,8 @@ pytestmark = requires("diffusers")
 
 
 def test_window_mask_matches_budget_from_below():
-    from hf_ext.diffusers.echo_attention._bench_data import window_mask
-    from hf_ext.diffusers.echo_attention.layout import Layout, flop_costs
+    from benchmarks.echo_attention.data import window_mask
+    from hf_ext.echo_attention.layout import Layout, flop_costs
 
     lay = Layout(8, 256, 64)
     mask, (wt, ws) = window_mask(lay, 32, 0.25)
@@ -22,7 +22,7 @@ def test_window_mask_matches_budget_from_below():
 
 
 def test_blob_latents_move_one_pixel_per_frame():
-    from hf_ext.diffusers.echo_attention._bench_data import blob_latents
+    from benchmarks.echo_attention.data import blob_latents
 
     x = blob_latents(0, frames=3, side=16, blobs=1)
     assert x.shape == (1, 4, 3, 16, 16)
@@ -32,10 +32,10 @@ def test_blob_latents_move_one_pixel_per_frame():
 
 @pytest.mark.slow
 def test_small_run_reports_every_arm_and_verdict():
-    from hf_ext.benchmarking import pinned_threads
-    from hf_ext.diffusers.echo_attention import bench
-    from hf_ext.diffusers.echo_attention._bench_data import WAN
-    from hf_ext.diffusers.echo_attention._bench_parts import attention_rows, e2e_rows
+    from benchmarks.echo_attention import bench
+    from benchmarks.echo_attention.data import WAN
+    from benchmarks.echo_attention.parts import attention_rows, e2e_rows
+    from benchmarks.harness import pinned_threads
 
     with pinned_threads(1):
         rows_a = attention_rows([0.0], [0.25], [0], [4], repeats=1)
@@ -62,7 +62,7 @@ def test_small_run_reports_every_arm_and_verdict():
 
 
 def test_gpu_script_smoke_run_writes_its_report(tmp_path):
-    from hf_ext.diffusers.echo_attention._bench_gpu import main
+    from benchmarks.echo_attention.gpu import main
 
     rows = main(["--smoke", "--out", str(tmp_path)])
     arms = {r["arm"] for r in rows}
@@ -74,8 +74,8 @@ def test_gpu_script_smoke_run_writes_its_report(tmp_path):
 
 
 def test_quick_settings_are_a_slice_of_the_full_grid():
-    from hf_ext.benchmarking import check_slice
-    from hf_ext.diffusers.echo_attention import bench
+    from benchmarks.echo_attention import bench
+    from benchmarks.harness import check_slice
 
     full = bench.grid()
     check_slice(list(bench.QUICK), full, method="echo_attention")

@@ -21,7 +21,7 @@ def _inputs(batch=1, frames=3, side=16, seed=0):
 
 
 def _cfg(**kw):
-    from hf_ext.diffusers import EchoAttentionConfig
+    from hf_ext import EchoAttentionConfig
 
     return EchoAttentionConfig(**{"block_size": 16, "dense_layers": (), "dense_first_steps": 0, **kw})
 
@@ -55,8 +55,8 @@ def _text_case(seed, frames=4, tokens=32, heads=2, d=16, text=5, identical=False
 
 
 def test_text_partial_merges_exactly_with_all_tiles_and_with_identity_echo():
-    from hf_ext.diffusers.echo_attention.core import dense_partial, identity_theta, sparse_echo_attention
-    from hf_ext.diffusers.echo_attention.layout import Layout
+    from hf_ext.echo_attention.core import dense_partial, identity_theta, sparse_echo_attention
+    from hf_ext.echo_attention.layout import Layout
 
     # every video tile kept, padded tiles (P = 40, b = 16): exact dense over [text, video] keys
     q, k, v, tk, tv, dense = _text_case(1, frames=2, tokens=40)
@@ -76,7 +76,7 @@ def test_text_partial_merges_exactly_with_all_tiles_and_with_identity_echo():
 
 @pytest.mark.parametrize("rope", [False, True])
 def test_dense_routes_and_full_sparse_budget_match_stock(rope, route_all):
-    from hf_ext.diffusers import apply_echo_attention
+    from hf_ext import apply_echo_attention
 
     dit = tiny_cogvideox_transformer(use_rotary_positional_embeddings=rope)
     x, txt, t = _inputs(batch=2, side=12)  # 36 tokens per frame: padded tiles at b = 16
@@ -96,7 +96,7 @@ def test_dense_routes_and_full_sparse_budget_match_stock(rope, route_all):
 
 
 def test_echo_runs_keys_kept_and_remove_restores(dit):
-    from hf_ext.diffusers import EchoCogVideoXAttnProcessor, apply_echo_attention
+    from hf_ext import EchoCogVideoXAttnProcessor, apply_echo_attention
 
     x, txt, t = _inputs()
     ref = _run(dit, x, txt, t)
@@ -121,7 +121,7 @@ def test_echo_runs_keys_kept_and_remove_restores(dit):
 
 
 def test_batch_two_and_cfg_calls_share_one_step_index(dit):
-    from hf_ext.diffusers import apply_echo_attention
+    from hf_ext import apply_echo_attention
 
     x, txt, _ = _inputs(batch=2)
     handle = apply_echo_attention(dit, _cfg(dense_first_steps=1))
@@ -138,8 +138,8 @@ def test_batch_two_and_cfg_calls_share_one_step_index(dit):
 
 @pytest.mark.parametrize("routing", ["static", "learned"])
 def test_calibrate_save_and_reload_bit_identical(dit, tmp_path, routing, caplog):
-    from hf_ext.diffusers import apply_echo_attention, calibrate_echo
-    from hf_ext.diffusers.echo_attention.layout import Layout
+    from hf_ext import apply_echo_attention, calibrate_echo
+    from hf_ext.echo_attention.layout import Layout
 
     x, txt, t = _inputs()
     calls = [
@@ -167,11 +167,11 @@ def test_calibrate_save_and_reload_bit_identical(dit, tmp_path, routing, caplog)
 
 
 def test_stage2_error_includes_the_text_keys(dit):
-    from hf_ext.diffusers.echo_attention.calibrate import _dense_outputs, _option_outputs
-    from hf_ext.diffusers.echo_attention.config import EchoAttentionConfig
-    from hf_ext.diffusers.echo_attention.layout import Layout
-    from hf_ext.diffusers.echo_attention.params import EchoParams
-    from hf_ext.diffusers.echo_attention.routed import SPARSE, AttnRecord
+    from hf_ext.echo_attention.calibrate import _dense_outputs, _option_outputs
+    from hf_ext.echo_attention.config import EchoAttentionConfig
+    from hf_ext.echo_attention.layout import Layout
+    from hf_ext.echo_attention.params import EchoParams
+    from hf_ext.echo_attention.routed import SPARSE, AttnRecord
 
     q, k, v, tk, tv, dense = _text_case(2, frames=2, tokens=32)
     lay = Layout(2, 32, 16)
@@ -187,7 +187,7 @@ def test_stage2_error_includes_the_text_keys(dit):
 def test_bad_inputs(dit):
     from diffusers.models.attention_processor import AttnProcessor2_0
 
-    from hf_ext.diffusers import apply_echo_attention
+    from hf_ext import apply_echo_attention
     from hf_ext.testing import tiny_unet
 
     with pytest.raises(
@@ -222,7 +222,7 @@ def test_triton_path_with_text_merge_matches_torch(dit, model):
 
     if not triton_installed() or not interpret_mode():
         pytest.skip("run with TRITON_INTERPRET=1 in a separate process (needs triton)")
-    from hf_ext.diffusers import apply_echo_attention
+    from hf_ext import apply_echo_attention
 
     x, txt, t = _inputs()
     outs = []
@@ -238,7 +238,7 @@ def test_triton_path_with_text_merge_matches_torch(dit, model):
 def test_attention_mask_runs_stock_with_one_warning(dit, caplog):
     from diffusers.models.attention_processor import CogVideoXAttnProcessor2_0
 
-    from hf_ext.diffusers import apply_echo_attention
+    from hf_ext import apply_echo_attention
 
     handle = apply_echo_attention(dit, _cfg(mode="echo"))
     _run(dit, *_inputs())  # the hook records the layout

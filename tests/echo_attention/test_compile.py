@@ -12,7 +12,7 @@ pytestmark = requires("diffusers")
 
 @pytest.mark.parametrize("mode", ["echo", "sparse"])
 def test_layer_compiles_fullgraph_on_cpu(mode):
-    from hf_ext.diffusers import EchoAttentionConfig, apply_echo_attention
+    from hf_ext import EchoAttentionConfig, apply_echo_attention
 
     dit = tiny_wan_transformer()
     g = torch.Generator().manual_seed(0)

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import torch
 
-from hf_ext.diffusers.echo_attention.allocation import allocate, select_exact
-from hf_ext.diffusers.echo_attention.calibrate import mixture_loss
-from hf_ext.diffusers.echo_attention.core import identity_theta, sparse_echo_attention, static_route
-from hf_ext.diffusers.echo_attention.fit import (
+from hf_ext.echo_attention.allocation import allocate, select_exact
+from hf_ext.echo_attention.calibrate import mixture_loss
+from hf_ext.echo_attention.core import identity_theta, sparse_echo_attention, static_route
+from hf_ext.echo_attention.fit import (
     accumulate_theta_stats,
     band_partials,
     new_theta_stats,
     solve_theta,
 )
-from hf_ext.diffusers.echo_attention.layout import Layout, flop_costs
+from hf_ext.echo_attention.layout import Layout, flop_costs
 
 
 def test_layout_is_frame_major_and_tiles_never_straddle_frames():
@@ -157,7 +157,7 @@ def _run_constant_qkv(seed=0, frames=4, tokens=32, block=16, pool=4, heads=2, d=
 
 
 def test_pooled_echo_is_exact_when_runs_are_constant():
-    from hf_ext.diffusers.echo_attention.core import identity_theta
+    from hf_ext.echo_attention.core import identity_theta
 
     lay = Layout(frames=4, tokens_per_frame=32, block=16)  # n_t = 8
     q, k, v = _run_constant_qkv()
@@ -171,7 +171,7 @@ def test_pooled_echo_is_exact_when_runs_are_constant():
 
 
 def test_pooled_fit_finds_no_gap_when_runs_are_constant():
-    from hf_ext.diffusers.echo_attention.fit import pooled_stats
+    from hf_ext.echo_attention.fit import pooled_stats
 
     lay = Layout(frames=3, tokens_per_frame=32, block=16)
     q, k, _ = _run_constant_qkv(frames=3)
@@ -183,7 +183,7 @@ def test_pooled_fit_finds_no_gap_when_runs_are_constant():
 
 
 def test_plan_tiles_static_widths_and_counted_flops():
-    from hf_ext.diffusers.echo_attention.allocation import plan_tiles, tile_counts
+    from hf_ext.echo_attention.allocation import plan_tiles, tile_counts
 
     lay = Layout(frames=4, tokens_per_frame=64, block=16)  # n_t = 16, S = 256
     d, pool = 8, 4

@@ -20,7 +20,7 @@ def _inputs(batch=1, frames=4, side=16, seed=0):
 
 
 def _cfg(**kw):
-    from hf_ext.diffusers import EchoAttentionConfig
+    from hf_ext import EchoAttentionConfig
 
     return EchoAttentionConfig(**{"block_size": 16, "dense_layers": (), "dense_first_steps": 0, **kw})
 
@@ -42,7 +42,7 @@ def _run(dit, x, t, txt):
 
 
 def test_dense_routing_and_full_budget_match_stock(dit):
-    from hf_ext.diffusers import apply_echo_attention
+    from hf_ext import apply_echo_attention
 
     x, t, txt = _inputs()
     ref = _run(dit, x, t, txt)
@@ -53,7 +53,7 @@ def test_dense_routing_and_full_budget_match_stock(dit):
 
 
 def test_forced_dense_heads_use_the_reimplemented_projection_path(dit, route_all):
-    from hf_ext.diffusers import apply_echo_attention
+    from hf_ext import apply_echo_attention
 
     x, t, txt = _inputs()
     ref = _run(dit, x, t, txt)
@@ -65,7 +65,7 @@ def test_forced_dense_heads_use_the_reimplemented_projection_path(dit, route_all
 
 
 def test_echo_runs_keys_kept_attn2_untouched_and_remove_restores(dit):
-    from hf_ext.diffusers import EchoWanAttnProcessor, apply_echo_attention
+    from hf_ext import EchoWanAttnProcessor, apply_echo_attention
 
     x, t, txt = _inputs()
     ref = _run(dit, x, t, txt)
@@ -88,7 +88,7 @@ def test_echo_runs_keys_kept_attn2_untouched_and_remove_restores(dit):
 
 
 def test_native_backend_still_reaches_dense_heads(dit, route_all):
-    from hf_ext.diffusers import apply_echo_attention
+    from hf_ext import apply_echo_attention
 
     x, t, txt = _inputs()
     ref = _run(dit, x, t, txt)
@@ -102,7 +102,7 @@ def test_native_backend_still_reaches_dense_heads(dit, route_all):
 
 
 def test_batch_two_and_cfg_calls_share_one_step_index(dit):
-    from hf_ext.diffusers import apply_echo_attention
+    from hf_ext import apply_echo_attention
 
     x, t, txt = _inputs(batch=2)
     handle = apply_echo_attention(dit, _cfg(dense_first_steps=1))
@@ -116,8 +116,8 @@ def test_batch_two_and_cfg_calls_share_one_step_index(dit):
 
 
 def test_calibrate_save_and_reload_bit_identical(dit, tmp_path, caplog):
-    from hf_ext.diffusers import apply_echo_attention, calibrate_echo
-    from hf_ext.diffusers.echo_attention.layout import Layout
+    from hf_ext import apply_echo_attention, calibrate_echo
+    from hf_ext.echo_attention.layout import Layout
 
     x, t, txt = _inputs()
     calls = [
@@ -144,7 +144,7 @@ def test_calibrate_save_and_reload_bit_identical(dit, tmp_path, caplog):
 
 
 def test_calibrate_on_padded_tiles(dit):
-    from hf_ext.diffusers import apply_echo_attention, calibrate_echo
+    from hf_ext import apply_echo_attention, calibrate_echo
 
     x, t, txt = _inputs(frames=3, side=12)  # 36 tokens per frame: the last tile of a frame holds 4
     calls = [
@@ -160,7 +160,7 @@ def test_calibrate_on_padded_tiles(dit):
 
 @pytest.mark.slow
 def test_learned_routing_calibrates(dit):
-    from hf_ext.diffusers import apply_echo_attention, calibrate_echo
+    from hf_ext import apply_echo_attention, calibrate_echo
 
     calls = [
         {
@@ -177,7 +177,7 @@ def test_learned_routing_calibrates(dit):
 
 @pytest.mark.slow
 def test_pipeline_calibration_and_run():
-    from hf_ext.diffusers import apply_echo_attention, calibrate_echo
+    from hf_ext import apply_echo_attention, calibrate_echo
     from hf_ext.testing import tiny_wan_pipeline
 
     pipe = tiny_wan_pipeline()
@@ -193,7 +193,7 @@ def test_pipeline_calibration_and_run():
 def test_wan22_pair_shares_the_step_index_and_calibrates_each_transformer():
     from diffusers import WanPipeline
 
-    from hf_ext.diffusers import apply_echo_attention, calibrate_echo
+    from hf_ext import apply_echo_attention, calibrate_echo
     from hf_ext.testing import tiny_wan_pipeline
 
     one = tiny_wan_pipeline()
@@ -240,8 +240,8 @@ def test_wan22_pair_shares_the_step_index_and_calibrates_each_transformer():
 def test_apply_to_a_pipeline_patches_every_transformer(tmp_path):
     from diffusers import WanPipeline
 
-    from hf_ext.diffusers import apply_echo_attention, calibrate_echo
-    from hf_ext.diffusers.echo_attention.handle import EchoPipelineHandle
+    from hf_ext import apply_echo_attention, calibrate_echo
+    from hf_ext.echo_attention.handle import EchoPipelineHandle
     from hf_ext.testing import tiny_wan_pipeline
 
     one = tiny_wan_pipeline()
@@ -298,7 +298,7 @@ def test_config_bad_inputs(kw, match):
 def test_apply_bad_inputs(dit, tmp_path):
     from diffusers.models.attention_processor import AttnProcessor2_0
 
-    from hf_ext.diffusers import apply_echo_attention
+    from hf_ext import apply_echo_attention
     from hf_ext.testing import tiny_unet
 
     with pytest.raises(ValueError, match=r"`dense_layers` must index blocks in \[0, 2\), got \(5,\)"):
@@ -317,8 +317,8 @@ def test_apply_bad_inputs(dit, tmp_path):
 def test_missing_tensors_and_missing_hook(dit, tmp_path):
     from safetensors.torch import save_file
 
-    from hf_ext.diffusers import apply_echo_attention
-    from hf_ext.diffusers.echo_attention.handle import TENSORS_NAME
+    from hf_ext import apply_echo_attention
+    from hf_ext.echo_attention.handle import TENSORS_NAME
 
     handle = apply_echo_attention(dit, _cfg())
     calls = [
@@ -328,7 +328,7 @@ def test_missing_tensors_and_missing_hook(dit, tmp_path):
             "encoder_hidden_states": _inputs()[2],
         }
     ]
-    from hf_ext.diffusers import calibrate_echo
+    from hf_ext import calibrate_echo
 
     calibrate_echo(handle, calls, stages=(1,))
     handle.save_pretrained(tmp_path)

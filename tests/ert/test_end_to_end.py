@@ -56,8 +56,8 @@ def test_metric_in_batches_and_auditor_on_split_conformal():
 def test_bench_rows_notes_and_plots_tiny(tmp_path):
     from dataclasses import replace
 
-    from hf_ext.ert import bench
-    from hf_ext.ert._bench_config import BenchConfig
+    from benchmarks.ert import bench
+    from benchmarks.ert.config import BenchConfig
 
     cfg = replace(
         BenchConfig.quick(),
@@ -89,9 +89,9 @@ def test_bench_rows_notes_and_plots_tiny(tmp_path):
 
 
 def test_quick_settings_are_a_slice_of_the_full_grid():
-    from hf_ext.benchmarking import check_slice
-    from hf_ext.ert import bench
-    from hf_ext.ert._bench_config import BenchConfig
+    from benchmarks.ert import bench
+    from benchmarks.ert.config import BenchConfig
+    from benchmarks.harness import check_slice
 
     grid = bench.grid()
     assert {s["part"] for s in grid} == {"validity", "power", "estimate", "digits"}
@@ -102,14 +102,14 @@ def test_quick_settings_are_a_slice_of_the_full_grid():
 
 
 def test_rate_ci_is_the_wilson_interval():
-    from hf_ext.ert._bench_stats import rate_ci
+    from benchmarks.ert.stats import rate_ci
 
     lo, hi = rate_ci(5, 100)
     assert lo == pytest.approx(0.0215, abs=1e-4) and hi == pytest.approx(0.1118, abs=1e-4)
 
 
 def test_null_threshold_has_exact_monte_carlo_size():
-    from hf_ext.ert._bench_stats import null_threshold
+    from benchmarks.ert.stats import null_threshold
 
     rng = np.random.default_rng(0)
     hits = []
@@ -120,7 +120,7 @@ def test_null_threshold_has_exact_monte_carlo_size():
 
 
 def test_exact_size_of_the_held_out_test():
-    from hf_ext.ert._bench_stats import exact_size
+    from benchmarks.ert.stats import exact_size
 
     # 20 rows above tau = 0.9: P(W >= 20) = 0.9^20 <= 0.2 < P(W >= 19), so the size at 0.2 is 0.9^20
     assert exact_size(20, 0, 0.9, 0.2) == pytest.approx(0.9**20, abs=1e-12)

@@ -173,7 +173,7 @@ def test_holdout_wsc_is_not_biased_low_under_the_null():
 
 
 def test_hsic_matches_dense_trace_formula():
-    from hf_ext.ert.legacy import hsic
+    from hf_ext.ert.group_metrics import hsic
 
     rng = np.random.default_rng(7)
     s, c = rng.integers(1, 5, 300).astype(float), (rng.random(300) < 0.8).astype(float)

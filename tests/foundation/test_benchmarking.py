@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from hf_ext.benchmarking import Timer, bootstrap_ci, interleaved_times, mean_se, pinned_threads, verdict
+from benchmarks.harness import Timer, bootstrap_ci, interleaved_times, mean_se, pinned_threads, verdict
 
 
 def test_pinned_threads_restores_even_on_error():

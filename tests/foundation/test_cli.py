@@ -9,9 +9,9 @@ import types
 
 import pytest
 
+from benchmarks.harness import BenchReport, Headline, format_table
 from hf_ext import cli
 from hf_ext._registry import MethodInfo, methods
-from hf_ext.benchmarking import BenchReport, Headline, format_table
 
 
 def _fake_bench(*, quick: bool, seed: int) -> BenchReport:
@@ -54,18 +54,24 @@ def _broken_bench(*, quick: bool, seed: int) -> BenchReport:
     raise RuntimeError("boom")
 
 
+def _fake_benchmark(monkeypatch, method_id: str, run) -> None:
+    """``benchmarks/<method_id>/bench.py`` as the CLI imports it: ``run`` and the full grid."""
+    module = types.ModuleType(f"benchmarks.{method_id}.bench")
+    module.run, module.grid = run, _fake_grid
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+
+
 @pytest.fixture
 def fake_methods(monkeypatch):
-    module = types.ModuleType("hf_ext_fake_bench")
-    module.ok, module.broken, module.grid = _fake_bench, _broken_bench, _fake_grid
-    module.off_grid, module.no_baseline = _off_grid_bench, _no_baseline_bench
-    monkeypatch.setitem(sys.modules, "hf_ext_fake_bench", module)
     common = dict(title="T", venue="V", arxiv=None, host="h", extras=(), public={}, citation="@misc{x}")
-    fake = {
-        "good": MethodInfo(id="good", name="Good", bench="hf_ext_fake_bench:ok", **common),
-        "bad": MethodInfo(id="bad", name="Bad", bench="hf_ext_fake_bench:broken", **common),
-        "none": MethodInfo(id="none", name="None", bench="hf_ext_fake_bench:no_baseline", **common),
-    }
+    fake = {}
+    for method_id, name, run in [
+        ("good", "Good", _fake_bench),
+        ("bad", "Bad", _broken_bench),
+        ("none", "None", _no_baseline_bench),
+    ]:
+        fake[method_id] = MethodInfo(id=method_id, name=name, **common)
+        _fake_benchmark(monkeypatch, method_id, run)
     monkeypatch.setattr(cli, "methods", lambda: fake)
     return fake
 
@@ -145,8 +151,8 @@ def test_tour_skips_methods_whose_extra_is_missing(fake_methods, monkeypatch, ca
         extras=("trl",),
         public={},
         citation="@misc{x}",
-        bench="hf_ext_fake_bench:broken",
     )
+    _fake_benchmark(monkeypatch, "needy", _broken_bench)
     monkeypatch.setattr(cli, "methods", lambda: {"needy": needy})
     monkeypatch.setattr(cli, "is_available", lambda extra: False)
     monkeypatch.setattr(cli, "install_hint", lambda extras: "`pip install 'trl~=1.16.0'`")
@@ -169,11 +175,23 @@ def test_tour_without_a_finite_baseline_says_so_and_passes(fake_methods, capsys)
 
 
 def test_quick_run_off_its_full_grid_fails(fake_methods, monkeypatch, capsys):
-    fake_methods["off"] = dataclasses.replace(
-        fake_methods["good"], id="off", bench="hf_ext_fake_bench:off_grid"
-    )
+    fake_methods["off"] = dataclasses.replace(fake_methods["good"], id="off")
+    _fake_benchmark(monkeypatch, "off", _off_grid_bench)
     assert cli.main(["tour", "--wide"]) == 1
     assert "measured setting {'size': 4} that is not in its full run's grid" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["bench", "tour"])
+def test_outside_a_checkout_bench_and_tour_say_where_the_benchmarks_are(
+    command, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setattr(cli, "__file__", str(tmp_path / "site-packages" / "hf_ext" / "cli.py"))
+    monkeypatch.chdir(tmp_path)
+    argv = [command, next(iter(methods()))] if command == "bench" else [command]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hf-ext {command}: the benchmarks are not part of the installed package")
+    assert "Run `hf-ext bench` / `hf-ext tour` from a checkout" in err and str(tmp_path / "benchmarks") in err
 
 
 def test_tour_table_fits_120_columns_and_writes_json(fake_methods, tmp_path, capsys):

@@ -32,7 +32,6 @@ REQUIRED: dict[str, dict[str, Any]] = {
     "SySRsSearchCV": {"estimator": LogisticRegression(), "param_grid": {"C": [0.1, 1.0]}},
 }
 NOT_ESTIMATORS = {
-    "BestModelIdentifier": "a selector over a score matrix, select(scores, budget); its fit is deprecated",
     "EncoderFeatures": "a frozen pretrained encoder (texts or images in, embeddings out); fit learns nothing",
 }
 # Estimators whose defaults are sized for real workloads (MVProbe's encoder has 33M parameters at its paper

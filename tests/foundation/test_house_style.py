@@ -1,4 +1,7 @@
-"""Every method has the same shape (docs/layout.md), checked over the registry, new methods included."""
+"""Every method has the same shape (docs/layout.md), checked over the registry, new methods included.
+
+The one rule: a method lives in ``hf_ext/<id>/`` (library code only), its benchmark in ``benchmarks/<id>/``.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +12,18 @@ import json
 import re
 import subprocess
 import sys
-import warnings
 from functools import cache
 from pathlib import Path
 
 import pytest
 
-from hf_ext._lazy import moved_modules
 from hf_ext._registry import methods
 
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "hf_ext"
-AREAS = ("trl", "peft", "generation", "transformers", "diffusers", "timm", "marl")
+BENCHMARKS = ROOT / "benchmarks"
+PILLARS = ("metrics", "estimators", "kernels")
+SHARED = ("_registry", "testing")
 HOSTS = (
     "transformers",
     "trl",
@@ -34,13 +37,16 @@ HOSTS = (
 )
 HEAVY = ("torch", "numpy", *HOSTS)
 PLANNING = re.compile(r"\b(the|this|our) (spec|issue)\b|\bspec's\b|\bissue's\b|\bK[1-9]\b", re.IGNORECASE)
-# Where a module of a method folder may be imported from: benchmark code only by benchmark code.
-BENCH_MODULE = re.compile(r"(^|\.)(bench|_bench_\w+)$")
+# A host class -> the file named after its slot (docs/layout.md).
+SLOT_FILES = {
+    re.compile(r"^class \w+\((\w+\.)?(DPOTrainer|GRPOTrainer|Trainer)\):", re.M): re.compile(r"trainer"),
+    re.compile(r"^class \w+\((\w+\.)?ParallelEnv\b", re.M): re.compile(r"env_\w+"),
+    re.compile(r"^class \w+\((\w+\.)?(BaseTuner|PeftConfig)\b", re.M): re.compile(r"model|config"),
+}
 
 
 def _folder(method_id: str) -> Path:
-    module = methods()[method_id].bench.partition(":")[0]
-    return ROOT / Path(*module.split(".")[:-1])
+    return PKG / method_id
 
 
 def _module_name(path: Path) -> str:
@@ -90,36 +96,56 @@ def _is_lazy_init(path: Path) -> bool:
 IDS = sorted(methods())
 
 
-@pytest.mark.parametrize("method_id", IDS)
-def test_method_folder_is_named_after_its_id(method_id):
-    folder = _folder(method_id)
-    rel = folder.relative_to(PKG).parts
-    assert rel[-1] == method_id, f"{method_id}: benchmark lives in {folder}, not a folder named {method_id!r}"
-    assert len(rel) == 1 or (len(rel) == 2 and rel[0] in AREAS), f"{method_id}: unexpected location {rel}"
-    assert methods()[method_id].bench == f"{_module_name(folder / 'bench.py')}:run"
+def test_the_package_holds_one_folder_per_method_and_the_pillars():
+    folders = {p.name for p in PKG.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == {*IDS, *PILLARS, *SHARED}, sorted(folders ^ {*IDS, *PILLARS, *SHARED})
+
+
+def test_the_package_holds_no_benchmark_code():
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in _library_modules()
+        if re.search(r"(^|_)bench", p.stem) or any(m.startswith("benchmarks") for m, _ in _imports(p))
+    ]
+    offenders = [o for o in offenders if o != "hf_ext/cli.py"]  # the CLI loads benchmarks/ from a checkout
+    assert not offenders, offenders
 
 
 @pytest.mark.parametrize("method_id", IDS)
 def test_method_folder_has_the_house_files(method_id):
     folder = _folder(method_id)
     names = {p.name for p in folder.glob("*.py")}
-    assert {"__init__.py", "core.py", "bench.py"} <= names, f"{method_id}: has {sorted(names)}"
-    for name in names:
-        stem = name[:-3]
-        assert not re.fullmatch(r"bench_\w+|\w+_bench|_bench", stem), (
-            f"{method_id}: benchmark code {name} must be _bench_*.py"
-        )
-        if stem == "task":
-            assert folder.parent.name == "timm", (
-                f"{method_id}: task.py is the timm ClassificationTask file only"
-            )
+    assert {"__init__.py", "core.py"} <= names, f"{method_id}: has {sorted(names)}"
+    assert not (folder / "byte_llama").exists()
+    tuner = folder / "tuner"
+    if tuner.exists():
+        assert {p.name for p in tuner.glob("*.py")} == {"__init__.py", "config.py", "layer.py", "model.py"}
+
+
+@pytest.mark.parametrize("method_id", IDS)
+def test_benchmark_folder_is_named_after_its_id(method_id):
+    folder = BENCHMARKS / method_id
+    assert {"__init__.py", "bench.py"} <= {p.name for p in folder.glob("*.py")}, method_id
+    module = importlib.import_module(f"benchmarks.{method_id}.bench")
+    assert callable(module.run) and callable(module.grid), method_id
+
+
+def test_host_classes_live_in_the_file_named_after_their_slot():
+    misplaced = [
+        f"{path.relative_to(ROOT)} defines a {host.pattern!r} class"
+        for method_id in IDS
+        for path in _folder(method_id).rglob("*.py")
+        for host, stem in SLOT_FILES.items()
+        if host.search(path.read_text()) and not stem.fullmatch(path.stem)
+    ]
+    assert not misplaced, misplaced
 
 
 @pytest.mark.parametrize("method_id", IDS)
 def test_inits_are_lazy(method_id):
     folder = _folder(method_id)
-    for init in {folder / "__init__.py", folder.parent / "__init__.py"} - {PKG / "__init__.py"}:
-        assert _is_lazy_init(init), f"{init.relative_to(ROOT)} must only hold lazy_package(__name__)"
+    init = folder / "__init__.py"
+    assert _is_lazy_init(init), f"{init.relative_to(ROOT)} must only hold lazy_package(__name__)"
 
 
 @pytest.mark.parametrize("method_id", IDS)
@@ -147,8 +173,7 @@ def test_core_is_short_and_host_free(method_id):
 
 @pytest.mark.parametrize("method_id", IDS)
 def test_bench_run_signature(method_id):
-    module, _, fn = methods()[method_id].bench.partition(":")
-    params = inspect.signature(getattr(importlib.import_module(module), fn)).parameters
+    params = inspect.signature(importlib.import_module(f"benchmarks.{method_id}.bench").run).parameters
     assert list(params) == ["quick", "seed"], method_id
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values()), method_id
 
@@ -164,13 +189,11 @@ def test_library_imports_flow_one_way():
     bad = []
     for path in _library_modules():
         name = _module_name(path)
-        in_bench = bool(BENCH_MODULE.search(name)) or name.startswith(
-            ("hf_ext.cli", "hf_ext.testing", "hf_ext.__main__")
-        )
+        front = name.startswith(("hf_ext.cli", "hf_ext.testing", "hf_ext.__main__"))
         for module, _ in _imports(path):
             if module.startswith("hf_ext.cli") and name != "hf_ext.__main__":
                 bad.append(f"{name} imports {module}")
-            elif not in_bench and (BENCH_MODULE.search(module) or module.startswith("hf_ext.testing")):
+            elif not front and module.startswith(("benchmarks", "hf_ext.testing")):
                 bad.append(f"{name} imports {module}")
             elif (
                 name.startswith("hf_ext.kernels")
@@ -181,16 +204,18 @@ def test_library_imports_flow_one_way():
     assert not bad, "\n".join(bad)
 
 
-def test_threads_and_timers_only_through_benchmarking():
+def test_threads_and_timers_only_through_the_timing_module():
     offenders = []
     for path in _library_modules():
-        if path.name == "benchmarking.py":
+        if path.name == "_timing.py":
             continue
         text = path.read_text()
         for word in ("set_num_threads(", "perf_counter("):
             if word in text:
                 offenders.append(f"{path.relative_to(ROOT)} calls {word[:-1]}")
-    assert not offenders, "use hf_ext.benchmarking.pinned_threads / Timer:\n" + "\n".join(offenders)
+    assert not offenders, "use hf_ext._timing.Timer (benchmarks: harness.pinned_threads):\n" + "\n".join(
+        offenders
+    )
 
 
 def test_metrics_pair_with_functional_twins():
@@ -236,15 +261,3 @@ def test_no_reference_to_planning_documents():
         if PLANNING.search(line)
     ]
     assert not hits, "say what the paper, the host or the docs page says instead:\n" + "\n".join(hits)
-
-
-@pytest.mark.parametrize("old", sorted(moved_modules()))
-def test_moved_module_warns_and_aliases(old):
-    new = moved_modules()[old]
-    for name in [m for m in sys.modules if m == old or m.startswith(old + ".")]:
-        del sys.modules[name]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(new)
-    assert any(issubclass(w.category, DeprecationWarning) and new in str(w.message) for w in caught)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -121,9 +123,7 @@ def test_registry_entry_is_complete(method_id):
     assert (ROOT / "docs" / "methods" / f"{method_id}.md").is_file(), "docs page missing"
     assert info.citation.lstrip().startswith("@"), "citation must be BibTeX"
     assert set(info.extras) <= set(_availability.EXTRAS)
-    module, _, function = info.bench.partition(":")
-    assert module.startswith("hf_ext.") and function
-    assert importlib.util.find_spec(module) is not None, info.bench
+    assert (ROOT / "benchmarks" / method_id / "bench.py").is_file(), "benchmarks/<id>/bench.py missing"
     assert info.slot and info.use, "the README row needs a host slot and a one-line use"
     for module in info.public.values():
         assert importlib.util.find_spec(module) is not None, module
@@ -156,6 +156,30 @@ def test_every_package_folder_is_a_package():
     for folder in (ROOT / "hf_ext").rglob("*"):
         if folder.is_dir() and folder.name != "__pycache__" and any(folder.glob("*.py")):
             assert (folder / "__init__.py").is_file(), f"{folder} would be left out of the wheel"
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_the_library_only(tmp_path):
+    source = tmp_path / "src"
+    skip = shutil.ignore_patterns(".*", "__pycache__", "build", "dist", "site", "*.egg-info", "bench-out")
+    shutil.copytree(ROOT, source, ignore=skip)
+    build = [
+        sys.executable,
+        "-m",
+        "build",
+        "--wheel",
+        "--no-isolation",
+        "--outdir",
+        str(tmp_path),
+        str(source),
+    ]
+    subprocess.run(build, check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("hf_ext-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names} == {"hf_ext", f"hf_ext-{hf_ext.__version__}.dist-info"}
+    assert not [n for n in names if "bench" in n.rpartition("/")[2] or "byte_llama" in n]
+    folders = {n.split("/")[1] for n in names if n.startswith("hf_ext/") and n.count("/") > 1}
+    assert folders == {*methods(), "metrics", "estimators", "kernels", "_registry", "testing"}
 
 
 def test_no_forbidden_top_level_names():

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from benchmarks.harness import check_slice
 from hf_ext._registry import methods
-from hf_ext.benchmarking import check_slice
 from hf_ext.cli import _unmet_extras, bench_module, run_bench
 
 SEEDS = (0, 1, 2)
@@ -23,7 +23,7 @@ def test_tour_entry_runs_green_on_a_slice_of_the_full_grid(method_id, seed):
     if _unmet_extras(info):
         pytest.skip(f"needs the {_unmet_extras(info)} extras")
     report = run_bench(info, quick=True, seed=seed)
-    check_slice(report.settings, bench_module(info).grid(), method=method_id)
+    check_slice(report.settings, bench_module(info).grid(), method=method_id)  # run_bench checks it too
     assert report.what and report.rows
     head = report.headline
     assert head.verdict in {"ahead", "behind", "level", "no comparison"}

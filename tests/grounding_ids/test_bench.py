@@ -1,4 +1,4 @@
-from hf_ext.grounding_ids._bench_train import TaskSize, answer_prior, scene_majority
+from benchmarks.grounding_ids.train import TaskSize, answer_prior, scene_majority
 from hf_ext.grounding_ids.synthetic import make_binding_task
 
 
@@ -28,7 +28,7 @@ def test_trivial_baselines():
 
 
 def test_quick_plan_is_a_smaller_slice_of_the_full_grid():
-    from hf_ext.grounding_ids.bench import _plan, grid
+    from benchmarks.grounding_ids.bench import _plan, grid
 
     quick, full = _plan(quick=True, seed=0), _plan(quick=False, seed=0)
     assert len(grid()) == 1 and grid()[0]["image_px"] == TaskSize().image_size

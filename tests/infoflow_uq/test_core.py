@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from hf_ext.generation.infoflow_uq import core
+from hf_ext.infoflow_uq import core
 
 
 @pytest.mark.parametrize("kind", ["entropy", "gini"])

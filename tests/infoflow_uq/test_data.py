@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hf_ext.generation.infoflow_uq.data import CITIES, encode_rag_example, make_rag_examples
+from hf_ext.infoflow_uq.data import CITIES, encode_rag_example, make_rag_examples
 from hf_ext.testing import requires
 
 
@@ -37,7 +37,7 @@ def test_unanswerable_examples_drop_the_gold_fact():
 
 @requires("transformers")
 def test_encoding_marks_the_gold_tokens():
-    from hf_ext.generation.infoflow_uq.data import DEMO, FIRST_NAMES, LAST_NAMES
+    from hf_ext.infoflow_uq.data import DEMO, FIRST_NAMES, LAST_NAMES
     from hf_ext.testing import word_tokenizer
 
     words = {w for w in (DEMO + " lives in Where does live Question Answer Context").split()}

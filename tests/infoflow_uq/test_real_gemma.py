@@ -12,10 +12,10 @@ pytestmark = [requires("transformers", "gemma"), pytest.mark.slow, pytest.mark.r
 
 
 def test_gemma3_270m_scores_are_finite_and_accuracy_is_mid_range():
+    from benchmarks.infoflow_uq.evaluation import RULES, score_examples
     from hf_ext.assets import gemma3_270m
-    from hf_ext.generation.infoflow_uq import InformationFlowScorer
-    from hf_ext.generation.infoflow_uq._bench_eval import RULES, score_examples
-    from hf_ext.generation.infoflow_uq.data import make_rag_examples
+    from hf_ext.infoflow_uq import InformationFlowScorer
+    from hf_ext.infoflow_uq.data import make_rag_examples
 
     model, tok = gemma3_270m()
     with pytest.raises(ValueError, match='attn_implementation="eager"'):

@@ -21,7 +21,7 @@ def _model(arch="llama", impl="eager"):
 
 
 def _scorer(model, **kw):
-    from hf_ext.generation.infoflow_uq import InformationFlowScorer
+    from hf_ext.infoflow_uq import InformationFlowScorer
 
     return InformationFlowScorer(model, **kw)
 
@@ -166,7 +166,7 @@ def test_bad_settings_name_the_argument(kwargs, match):
 
 
 def test_unsupported_model_is_named():
-    from hf_ext.generation.infoflow_uq import InformationFlowScorer
+    from hf_ext.infoflow_uq import InformationFlowScorer
 
     class Fake:
         class config:

@@ -36,7 +36,7 @@ class _Oracle(nn.Module):
 
 
 def test_answer_positions_are_aligned():
-    from hf_ext.peft.keystone._bench_finetune import _batch, knowledge_task, task_scores
+    from benchmarks.keystone.finetune import _batch, knowledge_task, task_scores
 
     task = knowledge_task(6)
     tok = _task_tokenizer(task)
@@ -49,8 +49,8 @@ def test_answer_positions_are_aligned():
 
 
 def test_tiny_grid_end_to_end_restores_the_model(make_lm):
-    from hf_ext.peft.keystone import find_keystone_neurons
-    from hf_ext.peft.keystone._bench_finetune import finetune_rows, format_task
+    from benchmarks.keystone.finetune import finetune_rows, format_task
+    from hf_ext.keystone import find_keystone_neurons
 
     task = format_task(4, 2, 2)
     tok = _task_tokenizer(task)
@@ -80,8 +80,8 @@ def test_tiny_grid_end_to_end_restores_the_model(make_lm):
 
 
 def test_set_anatomy_and_weight_norms_by_hand(make_lm):
-    from hf_ext.peft.keystone import KeystoneSet
-    from hf_ext.peft.keystone._bench_ablation import set_anatomy, weight_norm_scores
+    from benchmarks.keystone.ablation import set_anatomy, weight_norm_scores
+    from hf_ext.keystone import KeystoneSet
 
     ks = KeystoneSet(
         {
@@ -103,8 +103,8 @@ def test_set_anatomy_and_weight_norms_by_hand(make_lm):
 
 
 def _bench_tokenizer():
-    from hf_ext.peft.keystone._bench_data import GIBBERISH, GREEDY, HELDOUT, PROBE_GROUPS
-    from hf_ext.peft.keystone._bench_finetune import format_task, knowledge_task
+    from benchmarks.keystone.data import GIBBERISH, GREEDY, HELDOUT, PROBE_GROUPS
+    from benchmarks.keystone.finetune import format_task, knowledge_task
 
     texts = [*GIBBERISH.values(), *GREEDY, *(t for g in PROBE_GROUPS for t in g.values())]
     texts += [t for pair in HELDOUT.values() for t in pair]
@@ -117,8 +117,8 @@ def _bench_tokenizer():
 def test_full_and_quick_runs_on_a_tiny_model(make_lm, monkeypatch, tmp_path):
     """Every code path of the benchmark, with a tiny Llama in place of Gemma-3-270M: the full run measures
     exactly its grid, the quick run a slice of it (Part A at the smallest k), and both plot."""
-    from hf_ext.benchmarking import check_slice
-    from hf_ext.peft.keystone import bench
+    from benchmarks.harness import check_slice
+    from benchmarks.keystone import bench
 
     tok = _bench_tokenizer()
     monkeypatch.setattr("hf_ext.assets.gemma3_270m", lambda: (make_lm(vocab_size=len(tok)), tok))

@@ -14,7 +14,7 @@ def test_callback_keeps_other_rows_and_warns_on_decay(tmp_path, make_lm, rows, i
     from datasets import Dataset
     from transformers import Trainer, TrainingArguments
 
-    from hf_ext.peft.keystone import KeystoneGradMaskCallback, KeystoneSet
+    from hf_ext.keystone import KeystoneGradMaskCallback, KeystoneSet
 
     lm = make_lm()
     base = {n: p.detach().clone() for n, p in lm.named_parameters()}

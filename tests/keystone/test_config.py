@@ -15,7 +15,7 @@ def test_config_round_trips_the_set_and_its_provenance(tmp_path, make_lm):
     from peft import PeftConfig
 
     from hf_ext import KeystoneConfig
-    from hf_ext.peft.keystone import find_keystone_neurons
+    from hf_ext.keystone import find_keystone_neurons
 
     tok = word_tokenizer()
     ks = find_keystone_neurons(
@@ -61,22 +61,7 @@ def test_rows_are_sorted_and_checked():
 
 def test_set_and_rows_together_are_refused():
     from hf_ext import KeystoneConfig
-    from hf_ext.peft.keystone import KeystoneSet
+    from hf_ext.keystone import KeystoneSet
 
     with pytest.raises(ValueError, match="either `keystone_rows` or `keystone_set`"):
         KeystoneConfig(keystone_rows={"m.o_proj": [0]}, keystone_set=KeystoneSet({"m.o_proj": [1]}))
-
-
-def test_deprecated_model_argument_still_works_and_checks_the_set(make_lm):
-    from peft import get_peft_model
-
-    from hf_ext import KeystoneConfig
-    from hf_ext.peft.keystone import KeystoneSet
-
-    lm = make_lm()
-    ks = KeystoneSet({"model.layers.0.self_attn.o_proj": [2, 9]})
-    with pytest.warns(DeprecationWarning, match=r"`KeystoneConfig\(model=...\)` is deprecated"):
-        config = KeystoneConfig(model=lm, keystone_set=ks)
-    assert get_peft_model(lm, config).get_nb_trainable_parameters()[0] == 2 * 16
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="absent from the model"):
-        KeystoneConfig(model=make_lm(), keystone_set=KeystoneSet({"model.layers.7.self_attn.o_proj": [0]}))

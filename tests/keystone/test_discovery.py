@@ -26,7 +26,7 @@ def _lm(tok, arch="llama", **kw):
 
 
 def test_planted_keystone_is_top1(tok):
-    from hf_ext.peft.keystone import find_keystone_neurons
+    from hf_ext.keystone import find_keystone_neurons
 
     lm = _lm(tok)
     with torch.no_grad():
@@ -58,7 +58,7 @@ class _IdTok:
 
 
 def test_normalisation_and_aggregation_by_hand():
-    from hf_ext.peft.keystone.core import cross_task_scores, neuron_activations
+    from hf_ext.keystone.core import cross_task_scores, neuron_activations
 
     model = _TwoLinear()
     # task t1: tokens "10" -> BOS dropped -> only token 0 (x=[1,0]); task t2: "01" -> only token 1 (x=[0,1]).
@@ -83,7 +83,7 @@ def test_normalisation_and_aggregation_by_hand():
 
 
 def test_top_k_global_ranking_and_fraction():
-    from hf_ext.peft.keystone.core import top_k_set
+    from hf_ext.keystone.core import top_k_set
 
     model = _TwoLinear()
     scores = {"a": torch.tensor([0.1, 5.0]), "b": torch.tensor([3.0, 0.2, 4.0])}
@@ -94,7 +94,7 @@ def test_top_k_global_ranking_and_fraction():
 
 
 def test_ablation_exact_and_restored(tok):
-    from hf_ext.peft.keystone import KeystoneSet, ablate_neurons
+    from hf_ext.keystone import KeystoneSet, ablate_neurons
 
     lm = _lm(tok)
     ids = torch.tensor([[1, 5, 9, 12, 30]])
@@ -126,7 +126,7 @@ def test_ablation_exact_and_restored(tok):
 
 
 def test_keystone_set_json_roundtrip_and_iou(tmp_path, tok):
-    from hf_ext.peft.keystone import KeystoneSet, find_keystone_neurons, keystone_iou, pairwise_iou
+    from hf_ext.keystone import KeystoneSet, find_keystone_neurons, keystone_iou, pairwise_iou
 
     ks = find_keystone_neurons(_lm(tok), tok, PROMPTS, k=5)
     ks.save(tmp_path / "ks.json")
@@ -139,7 +139,7 @@ def test_keystone_set_json_roundtrip_and_iou(tmp_path, tok):
 
 
 def test_random_set_and_select_k(tok):
-    from hf_ext.peft.keystone import find_keystone_neurons, random_neuron_set, select_k_by_ablation
+    from hf_ext.keystone import find_keystone_neurons, random_neuron_set, select_k_by_ablation
 
     lm = _lm(tok)
     r = random_neuron_set(lm, 7, seed=3)
@@ -157,7 +157,7 @@ def test_random_set_and_select_k(tok):
 
 @pytest.mark.parametrize("arch", ["qwen2", "gemma3"])
 def test_other_architectures_discovery_and_ablation(arch, tok):
-    from hf_ext.peft.keystone import ablate_neurons, find_keystone_neurons
+    from hf_ext.keystone import ablate_neurons, find_keystone_neurons
 
     lm = _lm(tok, arch)
     ks = find_keystone_neurons(lm, tok, PROMPTS, k=4)
@@ -173,7 +173,7 @@ def test_other_architectures_discovery_and_ablation(arch, tok):
 
 
 def test_bad_discovery_inputs(tok):
-    from hf_ext.peft.keystone import find_keystone_neurons
+    from hf_ext.keystone import find_keystone_neurons
 
     lm = _lm(tok)
     with pytest.raises(ValueError, match="`target_modules` entry 'x_proj' matches no module"):
@@ -199,7 +199,7 @@ def test_bad_discovery_inputs(tok):
 
 
 def test_non_linear_target_is_type_error(tok):
-    from hf_ext.peft.keystone import find_keystone_neurons
+    from hf_ext.keystone import find_keystone_neurons
 
     lm = _lm(tok)
     with pytest.raises(TypeError, match="'model.layers.0.mlp' is a LlamaMLP, not torch.nn.Linear"):
@@ -207,7 +207,7 @@ def test_non_linear_target_is_type_error(tok):
 
 
 def test_bad_sets(tok):
-    from hf_ext.peft.keystone import KeystoneSet, ablate_neurons
+    from hf_ext.keystone import KeystoneSet, ablate_neurons
 
     lm = _lm(tok)
     with pytest.raises(ValueError, match="`indices` is empty"):

@@ -20,7 +20,7 @@ def _linear():
 
 
 def test_forward_adds_the_delta_to_the_selected_rows_only():
-    from hf_ext.peft.keystone.layer import Linear
+    from hf_ext.keystone.tuner.layer import Linear
 
     layer = Linear(_linear(), "default", rows=[3, 1])
     with torch.no_grad():
@@ -34,7 +34,7 @@ def test_forward_adds_the_delta_to_the_selected_rows_only():
 
 
 def test_merge_unmerge_and_disable():
-    from hf_ext.peft.keystone.layer import Linear
+    from hf_ext.keystone.tuner.layer import Linear
 
     base = _linear()
     before = base.weight.detach().clone()
@@ -55,7 +55,7 @@ def test_merge_unmerge_and_disable():
 
 
 def test_safe_merge_refuses_non_finite_deltas():
-    from hf_ext.peft.keystone.layer import Linear
+    from hf_ext.keystone.tuner.layer import Linear
 
     layer = Linear(_linear(), "default", rows=[0])
     with torch.no_grad():
@@ -65,7 +65,7 @@ def test_safe_merge_refuses_non_finite_deltas():
 
 
 def test_gradient_equals_the_dense_weight_rows_gradient():
-    from hf_ext.peft.keystone.layer import Linear
+    from hf_ext.keystone.tuner.layer import Linear
 
     torch.manual_seed(0)
     dense = _linear().double()
@@ -80,7 +80,7 @@ def test_gradient_equals_the_dense_weight_rows_gradient():
 
 
 def test_bad_rows_and_bad_base_layers():
-    from hf_ext.peft.keystone.layer import Linear
+    from hf_ext.keystone.tuner.layer import Linear
 
     for rows in ([], [0, 0], [4], [-1]):
         with pytest.raises(ValueError, match=r"`rows` must be distinct indices in \[0, 4\)"):

@@ -24,7 +24,7 @@ def test_registered_with_peft_under_its_own_type(rows):
     from peft.mapping import PEFT_TYPE_TO_PREFIX_MAPPING
     from peft.utils import PeftType, register_peft_method
 
-    from hf_ext.peft.keystone import KeystoneConfig, KeystoneModel
+    from hf_ext.keystone import KeystoneConfig, KeystoneModel
 
     assert PEFT_TYPE_TO_CONFIG_MAPPING["KEYSTONE"] is KeystoneConfig
     assert PEFT_TYPE_TO_TUNER_MAPPING["KEYSTONE"] is KeystoneModel
@@ -129,7 +129,7 @@ def test_several_adapters(make_lm, rows, ids):
 def test_ablation_hooks_the_keystone_wrapper(make_lm, rows, ids):
     from peft import get_peft_model
 
-    from hf_ext.peft.keystone import KeystoneSet, ablate_neurons
+    from hf_ext.keystone import KeystoneSet, ablate_neurons
 
     ks = KeystoneSet(rows)
     with ablate_neurons(make_lm(), ks) as lm:
@@ -145,7 +145,7 @@ def test_other_architectures_roundtrip(arch, tmp_path, make_lm, ids, train):
     from peft import PeftModel, get_peft_model
 
     from hf_ext import KeystoneConfig
-    from hf_ext.peft.keystone import find_keystone_neurons
+    from hf_ext.keystone import find_keystone_neurons
 
     tok = word_tokenizer()
     ks = find_keystone_neurons(
@@ -165,7 +165,7 @@ def test_other_architectures_roundtrip(arch, tmp_path, make_lm, ids, train):
 def test_applying_to_a_mismatching_model_names_the_problem(make_lm, rows):
     from peft import get_peft_model
 
-    from hf_ext.peft.keystone.sets import model_fingerprint
+    from hf_ext.keystone.sets import model_fingerprint
 
     with pytest.raises(ValueError, match="'model.layers.9.self_attn.o_proj', which is absent"):
         get_peft_model(make_lm(), _config({"model.layers.9.self_attn.o_proj": [0]}))

@@ -19,9 +19,9 @@ def gemma():
 
 
 def test_keystone30_collapses_and_random_does_not(gemma):
-    from hf_ext.peft.keystone import ablate_neurons, find_keystone_neurons, random_neuron_set, text_nll
-    from hf_ext.peft.keystone._bench_ablation import TEXTS
-    from hf_ext.peft.keystone._bench_data import PROBE_GROUPS
+    from benchmarks.keystone.ablation import TEXTS
+    from benchmarks.keystone.data import PROBE_GROUPS
+    from hf_ext.keystone import ablate_neurons, find_keystone_neurons, random_neuron_set, text_nll
 
     model, tok = gemma
     ks = find_keystone_neurons(model, tok, PROBE_GROUPS[0], k=30)
@@ -35,8 +35,8 @@ def test_keystone30_collapses_and_random_does_not(gemma):
 
 
 def test_top30_iou_between_disjoint_groups(gemma):
-    from hf_ext.peft.keystone import find_keystone_neurons, keystone_iou
-    from hf_ext.peft.keystone._bench_data import PROBE_GROUPS
+    from benchmarks.keystone.data import PROBE_GROUPS
+    from hf_ext.keystone import find_keystone_neurons, keystone_iou
 
     model, tok = gemma
     a, b = (find_keystone_neurons(model, tok, g, k=30) for g in PROBE_GROUPS[:2])
@@ -46,10 +46,10 @@ def test_top30_iou_between_disjoint_groups(gemma):
 def test_adapter_from_one_instance_applies_to_a_fresh_one(gemma, tmp_path):
     from peft import PeftModel, get_peft_model
 
+    from benchmarks.keystone.data import PROBE_GROUPS
     from hf_ext import KeystoneConfig
     from hf_ext.assets import gemma3_270m
-    from hf_ext.peft.keystone import find_keystone_neurons
-    from hf_ext.peft.keystone._bench_data import PROBE_GROUPS
+    from hf_ext.keystone import find_keystone_neurons
 
     model, tok = gemma
     ks = find_keystone_neurons(model, tok, PROBE_GROUPS[0], k=30)

@@ -13,14 +13,14 @@ pytestmark = [requires("pettingzoo"), pytest.mark.slow]
 
 
 def test_grid_names_every_environment():
-    from hf_ext.marl.mafe.bench import grid
+    from benchmarks.mafe.bench import grid
 
     assert [g["env"] for g in grid()] == ["loan", "healthcare", "education"]
 
 
 def test_quick_runs_reports_and_plots(tmp_path):
-    from hf_ext.benchmarking import check_slice
-    from hf_ext.marl.mafe.bench import grid, plot, run
+    from benchmarks.harness import check_slice
+    from benchmarks.mafe.bench import grid, plot, run
 
     report = run(quick=True, seed=0)
     check_slice(report.settings, grid(), method="mafe")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hf_ext.marl.mafe.config import EducationConfig, HealthcareConfig, LoanConfig
+from hf_ext.mafe.config import EducationConfig, HealthcareConfig, LoanConfig
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ ENVS = ["loan_mafe_v0", "healthcare_mafe_v0", "education_mafe_v0"]
 
 
 def _module(name):
-    return importlib.import_module(f"hf_ext.marl.{name}")
+    return importlib.import_module(f"hf_ext.mafe.{name}")
 
 
 def _random_actions(env, rng):

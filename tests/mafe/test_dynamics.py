@@ -9,8 +9,8 @@ from hf_ext.testing import requires
 
 pytestmark = requires("pettingzoo", "metrics")
 
-from hf_ext.marl import education_mafe_v0, healthcare_mafe_v0, loan_mafe_v0  # noqa: E402
-from hf_ext.marl.mafe.core import StepOutcome, apply_quota, fairness_stats, select_by_capacity  # noqa: E402
+from hf_ext.mafe import education_mafe_v0, healthcare_mafe_v0, loan_mafe_v0  # noqa: E402
+from hf_ext.mafe.core import StepOutcome, apply_quota, fairness_stats, select_by_capacity  # noqa: E402
 
 MODULES = [loan_mafe_v0, healthcare_mafe_v0, education_mafe_v0]
 
@@ -224,7 +224,7 @@ def test_bad_step_inputs():
 
 
 def test_config_validation():
-    from hf_ext.marl.mafe.config import LoanConfig
+    from hf_ext.mafe.config import LoanConfig
 
     with pytest.raises(ValueError, match=r"`init_level_probs\[0\]` must be a list of length 7"):
         LoanConfig(init_level_probs=((1.0,), (1.0,)))
@@ -239,7 +239,7 @@ def test_config_validation():
 
 
 def test_capacity_reservation_treats_the_disadvantaged_past_the_threshold():
-    from hf_ext.marl.mafe.policies import FixedIntervention, ProfitGreedy, bind_all, run_episode
+    from hf_ext.mafe.policies import FixedIntervention, ProfitGreedy, bind_all, run_episode
 
     rates = []
     for level in (0, 4):

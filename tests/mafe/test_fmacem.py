@@ -11,9 +11,9 @@ from hf_ext.testing import requires
 
 pytestmark = requires("pettingzoo")
 
-from hf_ext.marl import loan_mafe_v0  # noqa: E402
-from hf_ext.marl.mafe.fmacem import FMACEM, cem_optimize  # noqa: E402
-from hf_ext.marl.mafe.policies import FixedIntervention, run_episode  # noqa: E402
+from hf_ext.mafe import loan_mafe_v0  # noqa: E402
+from hf_ext.mafe.fmacem import FMACEM, cem_optimize  # noqa: E402
+from hf_ext.mafe.policies import FixedIntervention, run_episode  # noqa: E402
 
 
 def test_cem_reaches_quadratic_optimum():

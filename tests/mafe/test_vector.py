@@ -9,10 +9,10 @@ from hf_ext.testing import requires
 
 pytestmark = requires("pettingzoo")
 
-from hf_ext.marl import education_mafe_v0, healthcare_mafe_v0, loan_mafe_v0  # noqa: E402
-from hf_ext.marl.mafe.core import episode_gap  # noqa: E402
-from hf_ext.marl.mafe.policies import FixedIntervention, ProfitGreedy, bind_all, run_episode  # noqa: E402
-from hf_ext.marl.mafe.vector import MAFEVectorEnv  # noqa: E402
+from hf_ext.mafe import education_mafe_v0, healthcare_mafe_v0, loan_mafe_v0  # noqa: E402
+from hf_ext.mafe.core import episode_gap  # noqa: E402
+from hf_ext.mafe.policies import FixedIntervention, ProfitGreedy, bind_all, run_episode  # noqa: E402
+from hf_ext.mafe.vector import MAFEVectorEnv  # noqa: E402
 
 MODULES = [loan_mafe_v0, healthcare_mafe_v0, education_mafe_v0]
 

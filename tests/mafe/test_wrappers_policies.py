@@ -11,8 +11,8 @@ from hf_ext.testing import requires
 
 pytestmark = requires("pettingzoo")
 
-from hf_ext.marl import loan_mafe_v0  # noqa: E402
-from hf_ext.marl.mafe.policies import (  # noqa: E402
+from hf_ext.mafe import loan_mafe_v0  # noqa: E402
+from hf_ext.mafe.policies import (  # noqa: E402
     ApproveAll,
     ApproveNone,
     FixedIntervention,
@@ -22,7 +22,7 @@ from hf_ext.marl.mafe.policies import (  # noqa: E402
     bind_all,
     run_episode,
 )
-from hf_ext.marl.mafe.wrappers import (  # noqa: E402
+from hf_ext.mafe.wrappers import (  # noqa: E402
     ComponentLogger,
     FairnessConstraint,
     ScalarizeFairness,

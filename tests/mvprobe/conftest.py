@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from hf_ext.benchmarking import pinned_threads
+from benchmarks.harness import pinned_threads
 
 
 @pytest.fixture(autouse=True)

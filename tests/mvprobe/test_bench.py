@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from hf_ext.benchmarking import check_slice
+from benchmarks.harness import check_slice
 from hf_ext.testing import requires
 
 pytestmark = requires("sklearn")
 
-from hf_ext.mvprobe.bench import METHOD, Plan, _plan, _report, grid  # noqa: E402
+from benchmarks.mvprobe.bench import METHOD, Plan, _plan, _report, grid  # noqa: E402
 
 
 def test_quick_plan_is_a_smaller_slice_of_the_full_grid():

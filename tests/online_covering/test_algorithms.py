@@ -106,8 +106,8 @@ def test_greedy_steiner_euclidean_and_networkx_inputs():
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_same_random_state_same_purchases(seed):
+    from benchmarks.online_covering.instances import clustered_facility_location, random_set_cover
     from hf_ext.online_covering import MeyersonFacilityLocation, OnlineSetCover
-    from hf_ext.online_covering.instances import clustered_facility_location, random_set_cover
 
     for gen in (random_set_cover, clustered_facility_location):
         inst = gen(np.random.default_rng(seed))

@@ -84,7 +84,7 @@ def test_paper_metadata_and_registry():
 
 @pytest.mark.slow
 def test_reduced_sweep_over_all_problems_is_fast():
-    from hf_ext.online_covering import bench
+    from benchmarks.online_covering import bench
 
     problems = tuple(dataclasses.replace(p, quick_reps=1) for p in bench.PROBLEMS)
     start = time.perf_counter()

@@ -113,7 +113,7 @@ def test_every_solver_is_covered():
 
 
 def _builder_cases():
-    from hf_ext.online_covering import instances as i
+    from benchmarks.online_covering import instances as i
 
     rng = np.random.default_rng(0)
     return [

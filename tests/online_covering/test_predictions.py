@@ -11,7 +11,7 @@ pytestmark = requires("sklearn")
 
 
 def _generators():
-    from hf_ext.online_covering import instances
+    from benchmarks.online_covering import instances
 
     return {
         "set_cover": (instances.random_set_cover, "exact"),
@@ -168,7 +168,7 @@ def test_exact_over_cap_suggests_approx():
 
 
 def test_perturb_predictions_eta_and_bad_frac():
-    from hf_ext.online_covering import instances, prediction_error
+    from benchmarks.online_covering import instances, prediction_error
 
     rng = np.random.default_rng(0)
     inst = instances.random_set_cover(rng)

@@ -19,7 +19,7 @@ def _robust(inst, preds, budget, ratio=2.0):
 
 @pytest.mark.parametrize("gen_name", ["random_set_cover", "clustered_small", "bursty_parking", "graph_small"])
 def test_every_served_request_stays_covered(gen_name):
-    from hf_ext.online_covering import instances
+    from benchmarks.online_covering import instances
 
     gens = {
         "random_set_cover": instances.random_set_cover,
@@ -38,7 +38,7 @@ def test_every_served_request_stays_covered(gen_name):
 
 
 def test_bound_holds_on_50_random_instances():
-    from hf_ext.online_covering import instances
+    from benchmarks.online_covering import instances
 
     rng = np.random.default_rng(42)
     worst = 0.0
@@ -72,7 +72,7 @@ def test_perfect_predictions_match_lazy_item_for_item(gen_name):
 
 
 def test_robust_recovers_on_adversarial_instance():
-    from hf_ext.online_covering import instances
+    from benchmarks.online_covering import instances
 
     rng = np.random.default_rng(0)
     inst = instances.adversarial_set_cover(rng)
@@ -143,7 +143,7 @@ def test_switch_rule_by_hand():
 
 
 def test_prediction_budget_leaves_lazy_on_the_adversarial_family():
-    from hf_ext.online_covering import instances
+    from benchmarks.online_covering import instances
 
     rng = np.random.default_rng(0)
     inst = instances.adversarial_set_cover(rng)

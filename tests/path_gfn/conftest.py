@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from hf_ext.benchmarking import pinned_threads
+from benchmarks.harness import pinned_threads
 from hf_ext.path_gfn.envs import BitSequence
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hf_ext.benchmarking import check_slice
-from hf_ext.path_gfn.bench import METHOD, grid, run
+from benchmarks.harness import check_slice
+from benchmarks.path_gfn.bench import METHOD, grid, run
 
 
 def test_grid_is_every_compared_setting():

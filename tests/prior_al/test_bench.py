@@ -9,13 +9,13 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from hf_ext.prior_al._bench_data import (  # noqa: E402
+from benchmarks.prior_al.data import (  # noqa: E402
     digits_task,
     flip_labels,
     long_tail_counts,
     split_indices,
 )
-from hf_ext.prior_al._bench_loop import Schedule, labels_to_reach  # noqa: E402
+from benchmarks.prior_al.loop import Schedule, labels_to_reach  # noqa: E402
 
 
 def test_long_tail_counts():
@@ -53,7 +53,7 @@ def test_labels_to_reach():
 
 
 def test_grid_names_every_setting_and_quick_runs_the_headline_one():
-    from hf_ext.prior_al import bench
+    from benchmarks.prior_al import bench
 
     assert bench.grid() == [{"setting": s.name} for s in bench.SETTINGS]  # no data loaded
     quick = [s.name for s in bench.SETTINGS if s.quick]

@@ -6,9 +6,9 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from hf_ext.prior_al._bench_data import digits_task  # noqa: E402
-from hf_ext.prior_al._bench_loop import Schedule  # noqa: E402
-from hf_ext.prior_al.bench import SYSTEMS, run_grid  # noqa: E402
+from benchmarks.prior_al.bench import SYSTEMS, run_grid  # noqa: E402
+from benchmarks.prior_al.data import digits_task  # noqa: E402
+from benchmarks.prior_al.loop import Schedule  # noqa: E402
 
 pytestmark = pytest.mark.distributed
 

@@ -14,10 +14,10 @@ pytestmark = requires("trl")
 
 
 def test_world_tokens_decode_to_the_output_contract() -> None:
+    from benchmarks.scm_grpo import world as W
+    from hf_ext.scm_grpo.core import parse_scm_graph
+    from hf_ext.scm_grpo.data import make_synthetic_mhfv
     from hf_ext.testing import word_tokenizer
-    from hf_ext.trl.scm_grpo import _bench_world as W
-    from hf_ext.trl.scm_grpo.core import parse_scm_graph
-    from hf_ext.trl.scm_grpo.data import make_synthetic_mhfv
 
     tok = word_tokenizer(W.vocabulary(40, 8))
     for row in make_synthetic_mhfv(0, 50, max_pad=3):
@@ -30,9 +30,9 @@ def test_world_tokens_decode_to_the_output_contract() -> None:
 
 def test_mutations_and_microbench() -> None:
     pytest.importorskip("networkx")
-    from hf_ext.trl.scm_grpo.bench import KINDS, microbench, mutate, random_dag
-    from hf_ext.trl.scm_grpo.core import parse_scm_graph
-    from hf_ext.trl.scm_grpo.data import make_synthetic_mhfv
+    from benchmarks.scm_grpo.bench import KINDS, microbench, mutate, random_dag
+    from hf_ext.scm_grpo.core import parse_scm_graph
+    from hf_ext.scm_grpo.data import make_synthetic_mhfv
 
     row = make_synthetic_mhfv(0, 1)[0]
     kinds = {KINDS[i]: parse_scm_graph(mutate(row, i)) for i in range(len(KINDS))}
@@ -48,9 +48,9 @@ def test_mutations_and_microbench() -> None:
 
 
 def test_every_world_of_the_grid_tokenizes_and_the_quick_plan_is_a_slice() -> None:
+    from benchmarks.scm_grpo import bench
+    from benchmarks.scm_grpo import world as W
     from hf_ext.testing import word_tokenizer
-    from hf_ext.trl.scm_grpo import _bench_world as W
-    from hf_ext.trl.scm_grpo import bench
 
     assert [s["world"] for s in bench.grid()] == list(bench.FULL) == list(bench.SFT_BY_WORLD)
     for setting in bench.grid():
@@ -69,8 +69,8 @@ def test_every_world_of_the_grid_tokenizes_and_the_quick_plan_is_a_slice() -> No
 
 @pytest.mark.slow
 def test_quick_benchmark_report() -> None:
-    from hf_ext.benchmarking import check_slice
-    from hf_ext.trl.scm_grpo.bench import grid, run
+    from benchmarks.harness import check_slice
+    from benchmarks.scm_grpo.bench import grid, run
 
     report = run(quick=True, seed=0)
     check_slice(report.settings, grid(), method="scm_grpo")

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from hf_ext.trl.scm_grpo.core import (
+from hf_ext.scm_grpo.core import (
     CHECKS,
     format_score,
     graph_depth,
@@ -155,7 +155,7 @@ def test_bad_depth_mode_raises() -> None:
 
 def test_depth_matches_networkx_on_random_dags() -> None:
     nx = pytest.importorskip("networkx")
-    from hf_ext.trl.scm_grpo.bench import random_dag
+    from benchmarks.scm_grpo.bench import random_dag
 
     rng = random.Random(0)
     for _ in range(1000):

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from hf_ext.trl.scm_grpo.analysis import depth_binned_accuracy
-from hf_ext.trl.scm_grpo.core import parse_scm_graph
-from hf_ext.trl.scm_grpo.data import check_scm_dataset, load_exfever, load_hover, make_synthetic_mhfv
-from hf_ext.trl.scm_grpo.prompt import SCMPromptBuilder
+from hf_ext.scm_grpo.analysis import depth_binned_accuracy
+from hf_ext.scm_grpo.core import parse_scm_graph
+from hf_ext.scm_grpo.data import check_scm_dataset, load_exfever, load_hover, make_synthetic_mhfv
+from hf_ext.scm_grpo.prompt import SCMPromptBuilder
 
 from .test_core import chain
 

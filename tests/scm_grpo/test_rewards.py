@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hf_ext.trl.scm_grpo.rewards import (
+from hf_ext.scm_grpo.rewards import (
     SCMCombinedReward,
     SCMDepthReward,
     SCMGraphFormatReward,

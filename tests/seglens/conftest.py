@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from hf_ext.benchmarking import pinned_threads
+from benchmarks.harness import pinned_threads
 
 
 @pytest.fixture(autouse=True)
@@ -22,7 +22,7 @@ def segformer():
     """The benchmark's 4-stage tiny SegFormer: ``segformer.stages.2`` gives ``(B, 48, H/16, W/16)`` and
     ``decode_head.linear_fuse`` ``(B, 32, H/4, W/4)``."""
     pytest.importorskip("transformers")
-    from hf_ext.seglens._bench_models import segformer as build
+    from benchmarks.seglens.models import segformer as build
 
     return build(seed=0).eval()
 

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from hf_ext.benchmarking import Headline, check_slice
-from hf_ext.seglens.bench import METHOD, SETTING, Plan, _notes, _plan, _report, _rows, _settings, grid
+from benchmarks.harness import Headline, check_slice
+from benchmarks.seglens.bench import METHOD, SETTING, Plan, _notes, _plan, _report, _rows, _settings, grid
 
 pytest.importorskip("scipy")
 

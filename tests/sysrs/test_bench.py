@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hf_ext.sysrs._bench_figures import budget_grid, budget_to_error
+from benchmarks.sysrs.figures import budget_grid, budget_to_error
 from hf_ext.sysrs.simulate import simulate
 from hf_ext.testing import requires
 
@@ -36,8 +36,8 @@ def test_budget_to_error_reports_not_reached() -> None:
 @pytest.mark.slow
 @requires("sklearn")
 def test_quick_run_is_a_slice_and_reports_targets() -> None:
-    from hf_ext.benchmarking import check_slice
-    from hf_ext.sysrs import bench
+    from benchmarks.harness import check_slice
+    from benchmarks.sysrs import bench
 
     report = bench.run(quick=True, seed=0)
     check_slice(report.settings, bench.grid(), method="sysrs")
@@ -53,7 +53,7 @@ def test_quick_run_is_a_slice_and_reports_targets() -> None:
 
 @pytest.mark.slow
 def test_correlated_matrices_get_the_target_line() -> None:
-    from hf_ext.sysrs import bench
+    from benchmarks.sysrs import bench
 
     irt = next(s for s in bench.SETTINGS if s.name == "irt_s3")
     report = bench._report((irt,), reps=20, factor=2.0, seed=0)
@@ -61,7 +61,7 @@ def test_correlated_matrices_get_the_target_line() -> None:
 
 
 def test_grid_is_cheap_and_covers_every_matrix() -> None:
-    from hf_ext.sysrs import bench
+    from benchmarks.sysrs import bench
 
     grid = bench.grid()
     assert {g["matrix"] for g in grid} == {s.name for s in bench.SETTINGS}
@@ -70,7 +70,7 @@ def test_grid_is_cheap_and_covers_every_matrix() -> None:
 
 
 def test_coupled_matrix_correlation_and_accuracies() -> None:
-    from hf_ext.sysrs.matrices import coupled_matrix, mean_pairwise_correlation
+    from benchmarks.sysrs.matrices import coupled_matrix, mean_pairwise_correlation
 
     S = coupled_matrix([0.6] * 4, 20000, correlation=0.7, seed=1)
     assert abs(mean_pairwise_correlation(S) - 0.7) < 0.03 and np.allclose(S.mean(1), 0.6, atol=0.02)
@@ -85,7 +85,7 @@ def test_coupled_matrix_correlation_and_accuracies() -> None:
 
 @pytest.mark.slow
 def test_plot_writes_the_sweep_figure(tmp_path) -> None:  # noqa: ANN001
-    from hf_ext.sysrs import bench
+    from benchmarks.sysrs import bench
 
     settings = tuple(s for s in bench.SETTINGS if s.kind == "sweep")[:2]
     report = bench._report(settings, reps=20, factor=2.0, seed=0)

@@ -92,16 +92,6 @@ def test_select_bad_inputs(params: dict, S: np.ndarray, error: type, match: str)
         BestModelIdentifier(**params).select(S)
 
 
-def test_fit_and_old_import_path_are_deprecated_aliases() -> None:
-    S = _matrix()
-    with pytest.warns(DeprecationWarning, match=r"fit\(S\) is deprecated .*: call select"):
-        est = BestModelIdentifier(budget=300, random_state=1).fit(S)
-    assert est.best_model_ == BestModelIdentifier(random_state=1).select(S, budget=300)
-    with pytest.warns(DeprecationWarning, match="moved to `hf_ext.sysrs.BestModelIdentifier`"):
-        from hf_ext.estimators.sysrs import BestModelIdentifier as Old
-    assert Old is BestModelIdentifier
-
-
 def test_public_names_resolve_lazily() -> None:
     import hf_ext
     from hf_ext.sysrs import BestModelIdentifier as Est
@@ -119,7 +109,7 @@ def test_end_to_end_breast_cancer_zoo() -> None:
     from sklearn.preprocessing import StandardScaler
     from sklearn.tree import DecisionTreeClassifier
 
-    from hf_ext.sysrs.matrices import sklearn_correctness_matrix
+    from benchmarks.sysrs.matrices import sklearn_correctness_matrix
 
     zoo = [
         ("logistic", make_pipeline(StandardScaler(), LogisticRegression(max_iter=500))),

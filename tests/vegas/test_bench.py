@@ -16,14 +16,14 @@ def _row(system, forwards, kv_per_token, pairs, extra=0.0, context=64, batch=2, 
 
 
 def _seconds(row, c, bw, p):
-    from hf_ext.generation.vegas.bench import cost_terms
+    from benchmarks.vegas.bench import cost_terms
 
     f, nbytes, pairs = cost_terms(row, PARAM_BYTES, KV_ENTRY)
     return f * c + nbytes / bw + pairs * p
 
 
 def _grid(c=1e-3, bw=1e6, p=1e-6):
-    from hf_ext.generation.vegas.bench import MODEL_BASE
+    from benchmarks.vegas.bench import MODEL_BASE
 
     rows, calibration = [], []
     for context, batch in ((64, 1), (64, 8), (512, 8)):
@@ -39,7 +39,7 @@ def _grid(c=1e-3, bw=1e6, p=1e-6):
 
 
 def test_fit_recovers_the_three_terms_from_plain_arms_and_calibration():
-    from hf_ext.generation.vegas.bench import fit_cost_model
+    from benchmarks.vegas.bench import fit_cost_model
 
     rows, calibration = _grid(c=2e-3, bw=5e6, p=3e-7)
     c, bw, p = fit_cost_model(rows, calibration, PARAM_BYTES, KV_ENTRY)
@@ -47,7 +47,7 @@ def test_fit_recovers_the_three_terms_from_plain_arms_and_calibration():
 
 
 def test_a_negative_term_is_dropped_and_the_rest_refitted():
-    from hf_ext.generation.vegas.bench import fit_cost_model
+    from benchmarks.vegas.bench import fit_cost_model
 
     rows, calibration = _grid(c=0.0, bw=5e6, p=0.0)
     for cal in calibration:  # a chunk forward cheaper than its bytes: the pair term would come out negative
@@ -57,7 +57,7 @@ def test_a_negative_term_is_dropped_and_the_rest_refitted():
 
 
 def test_apply_predicts_a_draft_arm_and_reports_shares_at_the_largest_setting():
-    from hf_ext.generation.vegas.bench import MODEL_BASE, apply_cost_model
+    from benchmarks.vegas.bench import MODEL_BASE, apply_cost_model
 
     rows, calibration = _grid()
     arm = _row("vegas", 10, 100.0, 9000.0, extra=500.0, context=512, batch=8)
@@ -73,7 +73,7 @@ def test_apply_predicts_a_draft_arm_and_reports_shares_at_the_largest_setting():
 
 
 def test_a_draft_forward_costs_the_loops_own_time_from_its_short_context_timing():
-    from hf_ext.generation.vegas.bench import apply_cost_model, loop_forward_cost
+    from benchmarks.vegas.bench import apply_cost_model, loop_forward_cost
 
     rows, calibration = _grid()
     # the loop at a short context: 30 forwards whose fixed cost is 3 ms each, plus its bytes and arithmetic
@@ -90,7 +90,7 @@ def test_a_draft_forward_costs_the_loops_own_time_from_its_short_context_timing(
 
 
 def test_each_setting_prices_bytes_at_its_own_read_rate():
-    from hf_ext.generation.vegas.bench import apply_cost_model, byte_rates
+    from benchmarks.vegas.bench import apply_cost_model, byte_rates
 
     rows, calibration = _grid()
     fast = next(x for x in calibration if (x["context"], x["batch"]) == (512, 8))
@@ -110,8 +110,8 @@ def test_each_setting_prices_bytes_at_its_own_read_rate():
 
 @requires("transformers")
 def test_attention_mass_is_bounded_by_the_per_step_top_k_and_full_under_a_whole_cache_budget():
-    from hf_ext.generation import VegasConfig
-    from hf_ext.generation.vegas._attention_mass import attention_mass
+    from benchmarks.vegas.attention_mass import attention_mass
+    from hf_ext import VegasConfig
     from hf_ext.testing import tiny_llama
 
     lm = tiny_llama(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2)
@@ -126,7 +126,7 @@ def test_attention_mass_is_bounded_by_the_per_step_top_k_and_full_under_a_whole_
 
 
 def test_verdicts_name_only_the_rivals_that_ran():
-    from hf_ext.generation.vegas.bench import _verdicts
+    from benchmarks.vegas.bench import _verdicts
 
     full = _verdicts([_arm("vegas", 0.3, 0.5), _arm("sink+window", 0.1, 0.4), _arm("quest", 0.6, 0.45)])
     assert "Vegas alpha >= sink+window and Quest: MISSED" in full[1]
@@ -143,7 +143,7 @@ def _arm(arm, alpha, ratio, gamma=6, identical=True):
 
 
 def test_tuned_verdicts_take_every_sparse_arm_at_its_fastest_gamma():
-    from hf_ext.generation.vegas.bench import _verdicts
+    from benchmarks.vegas.bench import _verdicts
 
     rows = [_arm("vegas", 0.3, 0.5), _arm("quest", 0.6, 0.45), _arm("full-kv oracle", 1.0, 0.9),
             _arm("vegas", 0.7, 1.4, gamma=2), _arm("quest", 0.8, 0.6, gamma=1),
@@ -159,7 +159,7 @@ def test_tuned_verdicts_take_every_sparse_arm_at_its_fastest_gamma():
 
 
 def test_headline_takes_vegas_at_its_fastest_gamma_against_every_baseline_row():
-    from hf_ext.generation.vegas.bench import PLAIN, headline
+    from benchmarks.vegas.bench import PLAIN, headline
 
     def base(system, tps, **kw):
         return {"system": system, "is_baseline": True, "context": 64, "batch": 8, "tokens_per_s": tps, **kw}
@@ -174,7 +174,7 @@ def test_headline_takes_vegas_at_its_fastest_gamma_against_every_baseline_row():
 
 
 def test_a_vegas_verify_costs_the_timed_selection_and_other_arms_do_not():
-    from hf_ext.generation.vegas.bench import apply_cost_model
+    from benchmarks.vegas.bench import apply_cost_model
 
     rows, calibration = _grid()
     for cal in calibration:
@@ -192,7 +192,7 @@ def test_a_vegas_verify_costs_the_timed_selection_and_other_arms_do_not():
 
 
 def test_a_drafts_selection_costs_its_runs_at_the_timed_rate():
-    from hf_ext.generation.vegas.bench import apply_cost_model
+    from benchmarks.vegas.bench import apply_cost_model
 
     rows, calibration = _grid()
     for cal in calibration:
@@ -208,7 +208,7 @@ def test_a_drafts_selection_costs_its_runs_at_the_timed_rate():
 
 
 def test_paired_summary_takes_each_rounds_ratio_then_their_median_and_range():
-    from hf_ext.generation.vegas.bench import paired_summary
+    from benchmarks.vegas.bench import paired_summary
 
     times = {"plain": [2.0, 3.0, 4.0, 2.0], "v": [1.0, 2.0, 2.0, 2.0], "q": [1.5, 2.0, 3.0, 3.0]}
     out = paired_summary(times, ("plain", "v", "q"))
@@ -218,7 +218,7 @@ def test_paired_summary_takes_each_rounds_ratio_then_their_median_and_range():
 
 
 def test_paired_summary_rejects_rounds_of_unequal_length():
-    from hf_ext.generation.vegas.bench import paired_summary
+    from benchmarks.vegas.bench import paired_summary
 
     with pytest.raises(ValueError, match="same number"):
         paired_summary({"p": [1.0, 2.0], "v": [1.0], "q": [1.0]}, ("p", "v", "q"))
@@ -227,7 +227,7 @@ def test_paired_summary_rejects_rounds_of_unequal_length():
 
 
 def test_paired_rounds_rotate_the_order_and_stop_starting_rounds_past_the_budget():
-    from hf_ext.generation.vegas.bench import paired_rounds
+    from benchmarks.vegas.bench import paired_rounds
 
     calls = []
 
@@ -243,7 +243,7 @@ def test_paired_rounds_rotate_the_order_and_stop_starting_rounds_past_the_budget
 
 
 def test_paired_contenders_are_the_best_plain_arm_and_each_sparse_side_at_its_fastest_gamma():
-    from hf_ext.generation.vegas.bench import KERNEL, PLAIN, STATIC, paired_contenders
+    from benchmarks.vegas.bench import KERNEL, PLAIN, STATIC, paired_contenders
 
     seconds = {PLAIN: 3.0, STATIC: 4.0, KERNEL: 2.0, "vegas": 2.5, "vegas (gamma 1)": 1.5, "quest": 1.8,
                "quest (gamma 3)": 1.6, "sink+window (gamma 1)": 1.7, "full-kv oracle": 1.0}  # fmt: skip
@@ -257,7 +257,7 @@ def test_paired_contenders_are_the_best_plain_arm_and_each_sparse_side_at_its_fa
 
 
 def test_paired_verdicts_judge_the_medians():
-    from hf_ext.generation.vegas.bench import _verdicts, paired_summary
+    from benchmarks.vegas.bench import _verdicts, paired_summary
 
     paired = paired_summary({"p": [1.6, 1.2], "v": [1.0, 1.0], "q": [1.0, 1.4]}, ("p", "v", "q"))
     rows = [_arm("vegas", 0.3, 0.5), {**_arm("vegas", 0.7, 1.4, gamma=1), "_paired": paired},
@@ -271,7 +271,7 @@ def test_paired_verdicts_judge_the_medians():
 
 
 def test_paired_alpha_interval_resamples_the_prompts_for_both_arms_alike():
-    from hf_ext.generation.vegas.bench import paired_alpha_interval
+    from benchmarks.vegas.bench import paired_alpha_interval
 
     assert paired_alpha_interval([(3, 4), (1, 2)], [(3, 4), (1, 2)]) == (0.0, 0.0, 0.0)
     d, lo, hi = paired_alpha_interval([(3, 4), (1, 2), (5, 6)], [(2, 4), (1, 2), (4, 6)])
@@ -283,7 +283,7 @@ def test_paired_alpha_interval_resamples_the_prompts_for_both_arms_alike():
 
 
 def test_acceptance_verdicts_judge_alpha_per_context_over_the_prompts():
-    from hf_ext.generation.vegas.bench import _acceptance_verdicts
+    from benchmarks.vegas.bench import _acceptance_verdicts
 
     alpha = {"vegas": [(5, 6), (4, 6)], "sink+window": [(3, 6), (3, 6)], "quest": [(6, 6), (4, 6)]}
     by_position = {arm: [(2, 2), (1, 2)] for arm in alpha}
@@ -302,7 +302,7 @@ def test_acceptance_verdicts_judge_alpha_per_context_over_the_prompts():
 
 
 def test_position_acceptance_counts_each_position_given_the_draft_before_it():
-    from hf_ext.generation.vegas.bench import position_acceptance
+    from benchmarks.vegas.bench import position_acceptance
 
     trace = [(0, 0, 0, 3, 3), (0, 0, 0, 3, 1), (0, 0, 0, 3, 0), (0, 0, 0, 2, 2)]  # (..., drafted, accepted)
     assert position_acceptance(trace, 3) == [(3, 4), (2, 3), (1, 1)]
@@ -310,9 +310,9 @@ def test_position_acceptance_counts_each_position_given_the_draft_before_it():
 
 @requires("transformers")
 def test_acceptance_pass_decodes_every_prompt_alone_and_prefills_later_blocks_into_the_cache():
-    from hf_ext.generation.vegas.bench import SPARSE, _prefill, acceptance_pass, prompts
-    from hf_ext.generation.vegas.cache import InPlaceCache
+    from benchmarks.vegas.bench import SPARSE, _prefill, acceptance_pass, prompts
     from hf_ext.testing import tiny_llama
+    from hf_ext.vegas.cache import InPlaceCache
 
     lm, n, new = tiny_llama(vocab_size=256), 160, 6
     first = prompts(n, 2)
@@ -331,8 +331,8 @@ def test_acceptance_pass_decodes_every_prompt_alone_and_prefills_later_blocks_in
 
 
 def _prefilled(lm, prompt, length):
-    from hf_ext.generation.vegas.bench import _prefill
-    from hf_ext.generation.vegas.cache import InPlaceCache
+    from benchmarks.vegas.bench import _prefill
+    from hf_ext.vegas.cache import InPlaceCache
 
     cache = InPlaceCache(lm.config, 1, length)
     _prefill(lm, prompt, cache)
@@ -342,47 +342,47 @@ def _prefilled(lm, prompt, length):
 def test_a_build_from_another_recipe_is_stale(tmp_path):
     import json
 
-    from hf_ext.generation.vegas import _bench_lm
+    from benchmarks.vegas import lm as byte_lm
 
     def recipe(**kw):
         (tmp_path / "recipe.json").write_text(json.dumps(kw))
 
-    recipe(recipe_sha256=_bench_lm.recipe_sha256())
-    assert _bench_lm.stale_recipe(tmp_path) is None
-    recipe(arch=_bench_lm.ARCH)  # a build from before the recipe hash
-    assert "another recipe" in _bench_lm.stale_recipe(tmp_path)
-    shorter = (_bench_lm.Stage(**{**vars(_bench_lm.STAGES[0]), "steps": 1}), *_bench_lm.STAGES[1:])
-    recipe(recipe_sha256=_bench_lm.recipe_sha256(shorter))
-    assert _bench_lm.stale_recipe(tmp_path) is not None
-    recipe(recipe_sha256=_bench_lm.recipe_sha256(seed=1))
-    assert _bench_lm.stale_recipe(tmp_path) is not None
+    recipe(recipe_sha256=byte_lm.recipe_sha256())
+    assert byte_lm.stale_recipe(tmp_path) is None
+    recipe(arch=byte_lm.ARCH)  # a build from before the recipe hash
+    assert "another recipe" in byte_lm.stale_recipe(tmp_path)
+    shorter = (byte_lm.Stage(**{**vars(byte_lm.STAGES[0]), "steps": 1}), *byte_lm.STAGES[1:])
+    recipe(recipe_sha256=byte_lm.recipe_sha256(shorter))
+    assert byte_lm.stale_recipe(tmp_path) is not None
+    recipe(recipe_sha256=byte_lm.recipe_sha256(seed=1))
+    assert byte_lm.stale_recipe(tmp_path) is not None
 
 
 def test_the_shipped_model_passes_its_checks_and_a_damaged_one_is_refused(tmp_path, monkeypatch):
     import shutil
 
-    from hf_ext.generation.vegas import _bench_lm
+    from benchmarks.vegas import lm as byte_lm
 
-    assert _bench_lm.byte_llama_path() == _bench_lm.SHIPPED  # checksums and recipe hash agree
+    assert byte_lm.byte_llama_path() == byte_lm.SHIPPED  # checksums and recipe hash agree
     copy = tmp_path / "byte_llama"
-    shutil.copytree(_bench_lm.SHIPPED, copy)
+    shutil.copytree(byte_lm.SHIPPED, copy)
     with (copy / "model.safetensors").open("r+b") as f:
         f.seek(-1, 2)
         last = f.read(1)
         f.seek(-1, 2)
         f.write(b"\x00" if last != b"\x00" else b"\x01")
-    monkeypatch.setattr(_bench_lm, "SHIPPED", copy)
+    monkeypatch.setattr(byte_lm, "SHIPPED", copy)
     with pytest.raises(
-        RuntimeError, match=r"damaged \(model.safetensors fails its SHA-256 check\); reinstall"
+        RuntimeError, match=r"damaged \(model.safetensors fails its SHA-256 check\); restore it"
     ):
-        _bench_lm.byte_llama_path()
+        byte_lm.byte_llama_path()
 
 
 @pytest.mark.asset_rebuild
 @requires("transformers")
 def test_rebuilding_the_shipped_recipe_gives_the_shipped_bytes(tmp_path):
     """The shipped model is what its recipe builds (about 13 minutes on two cores: `make test-assets`)."""
-    from hf_ext.generation.vegas._bench_lm import SHIPPED, train
+    from benchmarks.vegas.lm import SHIPPED, train
 
     train(tmp_path / "lm")
     for name in ("model.safetensors", "config.json"):
@@ -390,7 +390,7 @@ def test_rebuilding_the_shipped_recipe_gives_the_shipped_bytes(tmp_path):
 
 
 def test_a_stage_warms_up_then_decays_to_zero():
-    from hf_ext.generation.vegas._bench_lm import Stage
+    from benchmarks.vegas.lm import Stage
 
     stage = Stage(steps=10, batch=1, seq=8, lr=1.0, warmup=2)
     assert [stage.lr_at(i) for i in (0, 1, 2)] == [0.5, 1.0, 1.0]
@@ -400,8 +400,8 @@ def test_a_stage_warms_up_then_decays_to_zero():
 
 @requires("transformers")
 def test_train_runs_each_stage_and_records_the_recipe(tmp_path):
+    from benchmarks.vegas.lm import Stage, stale_recipe, train
     from hf_ext.assets import verify_manifest
-    from hf_ext.generation.vegas._bench_lm import Stage, stale_recipe, train
 
     stages = (
         Stage(steps=2, batch=2, seq=300, lr=1e-3, warmup=1),
@@ -420,7 +420,7 @@ def test_train_runs_each_stage_and_records_the_recipe(tmp_path):
 def test_train_builds_the_same_weights_when_mkl_may_not_use_avx512(tmp_path, monkeypatch):
     """A CPU without AVX-512, as MKL sees one: the pinned numerics build the same bytes (unpinned, MKL's
     AVX2 and AVX-512 kernels round differently and the weights differ)."""
-    from hf_ext.generation.vegas._bench_lm import Stage, train
+    from benchmarks.vegas.lm import Stage, train
 
     stages = (Stage(steps=4, batch=2, seq=300, lr=1e-3, warmup=1),)
     train(tmp_path / "here", stages=stages)
@@ -431,7 +431,7 @@ def test_train_builds_the_same_weights_when_mkl_may_not_use_avx512(tmp_path, mon
 
 
 def test_quick_decodes_the_smallest_grid_setting_as_the_full_run_does():
-    from hf_ext.generation.vegas.bench import FULL, QUICK, grid
+    from benchmarks.vegas.bench import FULL, QUICK, grid
 
     assert grid() == [{"context": n, "batch": b} for n in (4096, 16384, 32768) for b in (1, 8)]
     assert [{"context": n, "batch": b} for n in QUICK.contexts for b in QUICK.batches] == [grid()[0]]
@@ -440,7 +440,7 @@ def test_quick_decodes_the_smallest_grid_setting_as_the_full_run_does():
 
 
 def test_quick_note_sets_vegas_forwards_and_phase_times_against_the_fastest_plain_arm():
-    from hf_ext.generation.vegas.bench import KERNEL, PLAIN, _quick_note
+    from benchmarks.vegas.bench import KERNEL, PLAIN, _quick_note
 
     def plain(system, tps):
         return {"system": system, "context": 64, "batch": 1, "forwards": 32, "tokens_per_s": tps,

@@ -1,4 +1,4 @@
-"""Vegas on the project's trained byte-level Llama (``hf-ext assets vegas-byte-llama``): greedy identity over
+"""Vegas on the project's trained byte-level Llama (``benchmarks/vegas/byte_llama``): greedy identity over
 32 held-out prompts, in batches (the fast in-place path)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ pytestmark = [requires("transformers"), pytest.mark.slow, pytest.mark.real]
 
 
 def test_32_held_out_prompts_are_token_identical_in_batches_of_8():
-    from hf_ext.generation import VegasConfig, vegas_generate
-    from hf_ext.generation.vegas._bench_lm import byte_llama
-    from hf_ext.generation.vegas.bench import prompts
+    from benchmarks.vegas.bench import prompts
+    from benchmarks.vegas.lm import byte_llama
+    from hf_ext import VegasConfig, vegas_generate
 
     torch.set_num_threads(2)
     lm, _ = byte_llama()

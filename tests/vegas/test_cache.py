@@ -24,7 +24,7 @@ def _prompts(b: int = 2, n: int = 40) -> torch.Tensor:
 
 @pytest.mark.parametrize("arch", ["llama", "gemma3"])
 def test_plain_generate_on_the_in_place_cache_equals_the_default(arch):
-    from hf_ext.generation.vegas.cache import InPlaceCache
+    from hf_ext.vegas.cache import InPlaceCache
 
     lm = tiny_llama(**ARCH) if arch == "llama" else tiny_gemma3(num_hidden_layers=3, head_dim=8, **ARCH)
     ids = _prompts()
@@ -35,7 +35,7 @@ def test_plain_generate_on_the_in_place_cache_equals_the_default(arch):
 
 
 def test_update_writes_in_place_and_rollback_moves_lengths_only():
-    from hf_ext.generation.vegas.cache import InPlaceLayer
+    from hf_ext.vegas.cache import InPlaceLayer
 
     keys, values = torch.zeros(2, 1, 8, 1), torch.zeros(2, 1, 8, 1)
     layer = InPlaceLayer(keys, values, [2, 4])
@@ -52,8 +52,8 @@ def test_update_writes_in_place_and_rollback_moves_lengths_only():
 
 
 def test_rows_view_a_slice_of_the_buffers_with_fresh_lengths():
-    from hf_ext.generation.vegas.cache import InPlaceCache
     from hf_ext.testing import tiny_llama
+    from hf_ext.vegas.cache import InPlaceCache
 
     lm = tiny_llama()
     cache = InPlaceCache(lm.config, batch_size=3, max_cache_len=8)
@@ -71,7 +71,7 @@ def test_rows_view_a_slice_of_the_buffers_with_fresh_lengths():
 def test_from_cache_copies_a_prefilled_dynamic_cache():
     from transformers import DynamicCache
 
-    from hf_ext.generation.vegas.cache import InPlaceCache
+    from hf_ext.vegas.cache import InPlaceCache
 
     lm, ids = tiny_llama(**ARCH), _prompts()
     dyn = DynamicCache(config=lm.config)
@@ -85,7 +85,7 @@ def test_from_cache_copies_a_prefilled_dynamic_cache():
 
 
 def test_unknown_layer_types_are_refused():
-    from hf_ext.generation.vegas.cache import InPlaceCache
+    from hf_ext.vegas.cache import InPlaceCache
 
     lm = tiny_llama(**ARCH)
     lm.config.layer_types = ["full_attention", "chunked_attention"]

@@ -22,7 +22,7 @@ ARCH = dict(
 
 def _spy(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
     """Record the query shape of every ``chunk_attention`` call the attention function makes."""
-    from hf_ext.generation.vegas import attention
+    from hf_ext.vegas import attention
 
     calls: list[tuple[int, ...]] = []
     real = attention.chunk_attention
@@ -38,8 +38,8 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
 @pytest.mark.parametrize("arch", ["llama", "gemma3"])
 @pytest.mark.parametrize("cache", ["in_place", "dynamic"])
 def test_plain_greedy_with_the_kernel_equals_sdpa(arch, cache, monkeypatch):
-    from hf_ext.generation.vegas.attention import register_chunk_attention
-    from hf_ext.generation.vegas.cache import InPlaceCache
+    from hf_ext.vegas.attention import register_chunk_attention
+    from hf_ext.vegas.cache import InPlaceCache
 
     lm = tiny_llama(**ARCH) if arch == "llama" else tiny_gemma3(num_hidden_layers=3, head_dim=16, **ARCH)
     ids = torch.randint(3, 64, (2, 40), generator=torch.Generator().manual_seed(0))
@@ -54,7 +54,7 @@ def test_plain_greedy_with_the_kernel_equals_sdpa(arch, cache, monkeypatch):
 
 
 def test_a_host_mask_goes_to_sdpa(monkeypatch):
-    from hf_ext.generation.vegas.attention import register_chunk_attention
+    from hf_ext.vegas.attention import register_chunk_attention
 
     lm = tiny_llama(**ARCH)
     ids = torch.randint(3, 64, (2, 30), generator=torch.Generator().manual_seed(1))
@@ -72,7 +72,7 @@ def test_a_host_mask_goes_to_sdpa(monkeypatch):
 def test_without_a_mask_query_j_sees_the_slots_up_to_n_minus_q_plus_j(q):
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from hf_ext.generation.vegas.attention import chunk_attention_forward
+    from hf_ext.vegas.attention import chunk_attention_forward
 
     g = torch.Generator().manual_seed(q)
     module = types.SimpleNamespace(is_causal=True, num_key_value_groups=2, training=False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hf_ext.generation.vegas.config import VegasConfig
-from hf_ext.generation.vegas.core import (
+from hf_ext.vegas.config import VegasConfig
+from hf_ext.vegas.core import (
     QuestPages,
     budget,
     greedy_accept,

@@ -30,13 +30,13 @@ def _prompt(n: int = 150, seed: int = 0) -> torch.Tensor:
 
 
 def _cfg(selector: str = "vegas", **kw):
-    from hf_ext.generation import VegasConfig
+    from hf_ext import VegasConfig
 
     return VegasConfig(num_draft_tokens=4, min_tokens=16, sparse_ratio=0.1, selector=selector, **kw)
 
 
 def _vegas(lm, ids, cfg=None, **kw):
-    from hf_ext.generation import vegas_generate
+    from hf_ext import vegas_generate
 
     kw = {"max_new_tokens": 24, "do_sample": False, "return_dict_in_generate": True, **kw}
     return lm.generate(ids, custom_generate=vegas_generate, vegas_config=cfg or _cfg(), **kw)
@@ -47,7 +47,7 @@ def _vegas(lm, ids, cfg=None, **kw):
     ["llama", pytest.param("gemma3", marks=pytest.mark.slow), pytest.param("qwen2", marks=pytest.mark.slow)],
 )
 def test_every_selector_is_token_identical_to_greedy(arch):
-    from hf_ext.generation import VegasGenerateOutput
+    from hf_ext import VegasGenerateOutput
 
     lm, ids = _model(arch), _prompt()
     ref = lm.generate(ids, max_new_tokens=24, do_sample=False)
@@ -103,7 +103,7 @@ def test_the_batched_greedy_path_decides_as_the_per_row_path(arch):
 
 
 def test_a_finished_row_leaves_the_batch(monkeypatch, caplog):
-    import hf_ext.generation.vegas.attention as attention
+    import hf_ext.vegas.attention as attention
 
     calls = []
     real = attention.chunk_attention
@@ -244,7 +244,7 @@ def test_prefilled_cache_is_reused(arch):
 
 
 def test_pass_through_attention_equals_sdpa():
-    from hf_ext.generation.vegas.attention import register_vegas_attention
+    from hf_ext.vegas.attention import register_vegas_attention
 
     lm, ids = _model("gemma3"), _prompt()
     ref = lm.generate(ids, max_new_tokens=15, do_sample=False)
@@ -286,7 +286,7 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="StaticCache"):
         _vegas(lm, ids, cache_implementation="static")
     with pytest.raises(TypeError, match="LongTensor"):
-        from hf_ext.generation import vegas_generate
+        from hf_ext import vegas_generate
 
         vegas_generate(lm, ids.float(), None, None, lm.generation_config, cache=None)
     attn = lm.model.layers[1].self_attn

@@ -11,8 +11,8 @@ pytestmark = [requires("transformers"), requires("gemma"), pytest.mark.slow, pyt
 
 
 def test_gemma3_270m_vegas_equals_greedy():
+    from hf_ext import VegasConfig, vegas_generate
     from hf_ext.assets import english_texts, gemma3_270m
-    from hf_ext.generation import VegasConfig, vegas_generate
 
     torch.set_num_threads(2)
     lm, tok = gemma3_270m()

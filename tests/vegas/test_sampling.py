@@ -14,7 +14,7 @@ def test_joint_of_two_speculative_tokens_matches_the_model():
     chisquare = pytest.importorskip("scipy.stats").chisquare
     from transformers import LogitsProcessor, LogitsProcessorList
 
-    from hf_ext.generation import VegasConfig, vegas_generate
+    from hf_ext import VegasConfig, vegas_generate
 
     lm = tiny_llama(
         vocab_size=8,

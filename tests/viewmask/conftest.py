@@ -9,7 +9,7 @@ import torch
 
 def tiny_vq(**overrides: Any) -> Any:
     """A seeded ``LFQAutoencoder`` (16 codes, 4x downsampling, 16 channels unless overridden)."""
-    from hf_ext.diffusers.viewmask import LFQAutoencoder
+    from hf_ext.viewmask import LFQAutoencoder
 
     torch.manual_seed(0)
     return LFQAutoencoder(**{"codebook_bits": 4, "downsample": 4, "hidden_channels": 16, **overrides})
@@ -17,7 +17,7 @@ def tiny_vq(**overrides: Any) -> Any:
 
 def tiny_transformer(**overrides: Any) -> Any:
     """A seeded one-layer ``ViewMaskTransformer``: 4 views x 4 tokens, 16 codes, width 16 by default."""
-    from hf_ext.diffusers.viewmask import ViewMaskTransformer
+    from hf_ext.viewmask import ViewMaskTransformer
 
     torch.manual_seed(0)
     args = dict(

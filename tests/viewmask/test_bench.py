@@ -11,8 +11,8 @@ pytestmark = requires("diffusers", "metrics")
 
 
 def test_quick_setting_is_a_slice_of_the_full_grid_with_its_own_sizes():
-    from hf_ext.benchmarking import check_slice
-    from hf_ext.diffusers.viewmask import bench
+    from benchmarks.harness import check_slice
+    from benchmarks.viewmask import bench
 
     full = bench.grid()
     check_slice([g for g in full if g["image"] == bench.QUICK_IMAGE], full, method="viewmask")
@@ -23,8 +23,8 @@ def test_quick_setting_is_a_slice_of_the_full_grid_with_its_own_sizes():
 
 
 def test_one_setting_at_a_tiny_budget_reports_every_arm():
-    from hf_ext.benchmarking import pinned_threads, seeded
-    from hf_ext.diffusers.viewmask import bench
+    from benchmarks.harness import pinned_threads, seeded
+    from benchmarks.viewmask import bench
 
     budget = {
         **bench.QUICK,

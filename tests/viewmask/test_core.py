@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from hf_ext.diffusers.viewmask.core import (
+from hf_ext.viewmask.core import (
     lfq_aux_loss,
     lfq_entropy_terms,
     lfq_indices_to_codes,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hf_ext.diffusers.viewmask.data import (
+from hf_ext.viewmask.data import (
     PROMPT_WORDS,
     procedural_dataset,
     random_voxel_object,
     render_views,
 )
-from hf_ext.diffusers.viewmask.eval import iou, mirror_iou, silhouettes, visual_hull
+from hf_ext.viewmask.eval import iou, mirror_iou, silhouettes, visual_hull
 
 
 def test_same_seed_same_object_and_prompt_names_count_and_colours():
@@ -78,7 +78,7 @@ def test_prompt_tokenizer_is_word_level_and_round_trips(tmp_path):
     pytest.importorskip("transformers")
     from transformers import PreTrainedTokenizerFast
 
-    from hf_ext.diffusers.viewmask.data import viewmask_prompt_tokenizer
+    from hf_ext.viewmask.data import viewmask_prompt_tokenizer
 
     tok = viewmask_prompt_tokenizer(8)
     assert len(tok) == len(PROMPT_WORDS) and tok.pad_token_id == 0

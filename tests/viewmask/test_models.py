@@ -26,7 +26,7 @@ def test_autoencoder_shapes_and_straight_through_reconstruction():
 
 
 def test_autoencoder_save_load_round_trip(tmp_path):
-    from hf_ext.diffusers.viewmask import LFQAutoencoder
+    from hf_ext.viewmask import LFQAutoencoder
 
     vq = tiny_vq()
     vq.save_pretrained(tmp_path / "vq")
@@ -62,7 +62,7 @@ def test_view_ids_change_the_output():
 
 
 def test_transformer_save_load_round_trip(tmp_path):
-    from hf_ext.diffusers.viewmask import ViewMaskTransformer
+    from hf_ext.viewmask import ViewMaskTransformer
 
     model = tiny_transformer(text_vocab_size=4)
     model.eval()  # from_pretrained returns eval mode (the encoder fast path)
@@ -116,7 +116,7 @@ def test_transformer_bad_inputs():
     ],
 )
 def test_autoencoder_bad_config(kwargs, pattern):
-    from hf_ext.diffusers.viewmask import LFQAutoencoder
+    from hf_ext.viewmask import LFQAutoencoder
 
     with pytest.raises(ValueError, match=pattern):
         LFQAutoencoder(**kwargs)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from hf_ext.benchmarking import pinned_threads
+from benchmarks.harness import pinned_threads
 from hf_ext.testing import requires
 
 from .conftest import tiny_transformer, tiny_vq
@@ -22,7 +22,7 @@ K, P, V = 16, 4, 4  # codes, tokens per view (8x8 image, 4x downsampling), views
 def _pipe(*, text=True, schedule="cosine"):
     from diffusers import AmusedScheduler
 
-    from hf_ext.diffusers.viewmask import (
+    from hf_ext.viewmask import (
         ViewMaskPipeline,
         viewmask_prompt_tokenizer,
     )
@@ -162,7 +162,7 @@ def test_same_generator_seed_same_output_and_generator_lists():
 
 
 def test_save_load_round_trip_with_the_text_tokenizer(tmp_path):
-    from hf_ext.diffusers.viewmask import ViewMaskPipeline
+    from hf_ext.viewmask import ViewMaskPipeline
 
     pipe = _pipe()
     pipe.save_pretrained(tmp_path / "pipe")
@@ -189,7 +189,7 @@ def test_to_and_progress_bar_config(capsys):
 def test_bad_inputs_name_the_argument_and_value():
     from diffusers import AmusedScheduler
 
-    from hf_ext.diffusers.viewmask import ViewMaskPipeline
+    from hf_ext.viewmask import ViewMaskPipeline
 
     pipe = _pipe()
     img = _images(2)
@@ -225,7 +225,7 @@ def test_bad_inputs_name_the_argument_and_value():
 
 
 def test_overfit_one_object_reproduces_its_target_tokens():
-    from hf_ext.diffusers.viewmask import (
+    from hf_ext.viewmask import (
         ViewMaskTrainingConfig,
         random_voxel_object,
         render_views,

@@ -13,8 +13,8 @@ pytestmark = requires("diffusers")
 
 
 def test_lfq_training_lowers_the_reconstruction_loss():
-    from hf_ext.diffusers.viewmask import LFQAutoencoder, LFQTrainingConfig, train_lfq_autoencoder
-    from hf_ext.diffusers.viewmask.data import procedural_dataset
+    from hf_ext.viewmask import LFQAutoencoder, LFQTrainingConfig, train_lfq_autoencoder
+    from hf_ext.viewmask.data import procedural_dataset
 
     images = torch.from_numpy(procedural_dataset(range(16))["images"]).flatten(0, 1)
     torch.manual_seed(0)
@@ -27,8 +27,8 @@ def test_lfq_training_lowers_the_reconstruction_loss():
 
 
 def test_tokenize_views_shape():
-    from hf_ext.diffusers.viewmask import LFQAutoencoder
-    from hf_ext.diffusers.viewmask.training import tokenize_views
+    from hf_ext.viewmask import LFQAutoencoder
+    from hf_ext.viewmask.training import tokenize_views
 
     vq = LFQAutoencoder(codebook_bits=4, downsample=4, hidden_channels=8)
     assert tokenize_views(vq, torch.zeros(3, 4, 3, 8, 8), batch_size=5).shape == (3, 4, 4)
@@ -37,7 +37,7 @@ def test_tokenize_views_shape():
 
 
 def test_independent_batches_pair_view_zero_with_one_target():
-    from hf_ext.diffusers.viewmask.training import _batch
+    from hf_ext.viewmask.training import _batch
 
     tokens = torch.arange(5 * 4 * 2).view(5, 4, 2)
     pair, view_ids = _batch(tokens, torch.tensor([0, 3, 4]), "independent", torch.Generator().manual_seed(0))
@@ -51,7 +51,7 @@ def test_independent_batches_pair_view_zero_with_one_target():
 
 @pytest.mark.parametrize("sampling", ["joint", "independent"])
 def test_viewmask_training_runs_with_text_and_is_seeded(sampling):
-    from hf_ext.diffusers.viewmask import ViewMaskTrainingConfig, train_viewmask
+    from hf_ext.viewmask import ViewMaskTrainingConfig, train_viewmask
 
     def train():
         model = tiny_transformer(codebook_size=8, text_vocab_size=5, max_text_length=3)
@@ -65,7 +65,7 @@ def test_viewmask_training_runs_with_text_and_is_seeded(sampling):
 
 
 def test_training_bad_inputs_and_configs():
-    from hf_ext.diffusers.viewmask import (
+    from hf_ext.viewmask import (
         LFQTrainingConfig,
         ViewMaskTrainingConfig,
         train_viewmask,

@@ -1,7 +1,7 @@
 """Functional forms of the earlier conditional-coverage metrics: CovGap, FSC, SSC, EOC, WSC, size-coverage
 dependence.
 
-Definitions follow ``covmetrics`` 0.1.2 (math in :mod:`hf_ext.ert.legacy` and :mod:`hf_ext.ert.slab`);
+Definitions follow ``covmetrics`` 0.1.2 (math in :mod:`hf_ext.ert.group_metrics` and :mod:`hf_ext.ert.slab`);
 ``alpha`` is the miscoverage level (target ``1 - alpha``). Every function takes the coverage indicator
 ``covered`` or, instead, labels ``y`` with ``prediction_sets`` / ``intervals`` (MAPIE-style arrays accepted)
 and returns a 0-d float64 tensor."""
@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from hf_ext._validation import check_choice, check_int, check_probability
-from hf_ext.ert import legacy
+from hf_ext.ert import group_metrics
 from hf_ext.ert.inputs import (
     Coverage,
     canonical_order,
@@ -92,7 +92,7 @@ def coverage_gap(
     g, cov = _coverage_gap_update(
         groups, covered, y=y, prediction_sets=prediction_sets, intervals=intervals, alpha_index=alpha_index
     )
-    return _tensor(legacy.coverage_gap(g, cov, alpha, bool(weighted)))
+    return _tensor(group_metrics.coverage_gap(g, cov, alpha, bool(weighted)))
 
 
 def feature_stratified_coverage(
@@ -113,13 +113,13 @@ def feature_stratified_coverage(
     g, cov = _coverage_gap_update(
         groups, covered, y=y, prediction_sets=prediction_sets, intervals=intervals, alpha_index=alpha_index
     )
-    return _tensor(legacy.feature_stratified_coverage(g, cov))
+    return _tensor(group_metrics.feature_stratified_coverage(g, cov))
 
 
 def _stratified_arg_validation(alpha: float, num_groups: int, reduction: str, seed: int) -> None:
     check_probability("alpha", alpha, low_open=True, high_open=True)
     check_int("num_groups", num_groups, low=1)
-    check_choice("reduction", reduction, legacy.REDUCTIONS)
+    check_choice("reduction", reduction, group_metrics.REDUCTIONS)
     check_int("seed", seed, low=0)
 
 
@@ -134,8 +134,8 @@ def _stratified_compute(
 ) -> float:
     order = canonical_order(values, covered)  # seeded k-means draws its first centroid by row
     values, covered = values[order], covered[order]
-    groups = legacy.discretize(values, num_groups, seed)
-    return legacy.stratified(groups, covered, alpha, reduction, weighted)
+    groups = group_metrics.discretize(values, num_groups, seed)
+    return group_metrics.stratified(groups, covered, alpha, reduction, weighted)
 
 
 def size_stratified_coverage(
@@ -259,9 +259,9 @@ def _correlation_compute(
     sizes: np.ndarray, covered: np.ndarray, method: str, max_samples: int, seed: int
 ) -> float:
     if method == "pearson":
-        return legacy.pearson(sizes, covered)
+        return group_metrics.pearson(sizes, covered)
     order = canonical_order(sizes, covered)  # HSIC subsamples rows
-    return legacy.hsic(sizes[order], covered[order], max_samples=max_samples, seed=seed)
+    return group_metrics.hsic(sizes[order], covered[order], max_samples=max_samples, seed=seed)
 
 
 def size_coverage_correlation(

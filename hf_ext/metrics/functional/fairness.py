@@ -1,7 +1,7 @@
 """Group-fairness metrics on per-individual decisions (functional forms).
 
 The private ``_group_stats_update`` / ``_group_rate_compute`` / ``_group_gap_compute`` functions work on numpy
-arrays *and* torch tensors, so the MAFE-style environments (numpy, :mod:`hf_ext.marl`), these functions and
+arrays *and* torch tensors, so the MAFE-style environments (numpy, :mod:`hf_ext.mafe`), these functions and
 the torchmetrics classes in :mod:`hf_ext.metrics.fairness` share one implementation and agree exactly. This
 module imports torch only when a torch path runs, so the numpy environments do not load it.
 

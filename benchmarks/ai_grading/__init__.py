@@ -1,0 +1,1 @@
+"""The ``ai_grading`` benchmark: ``hf-ext bench ai_grading``."""

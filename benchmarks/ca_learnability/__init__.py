@@ -1,0 +1,1 @@
+"""The ``ca_learnability`` benchmark: ``hf-ext bench ca_learnability``."""

@@ -1,0 +1,1 @@
+"""The ``camp`` benchmark: ``hf-ext bench camp``."""

@@ -1,0 +1,1 @@
+"""The ``dem_hec`` benchmark: ``hf-ext bench dem_hec``."""

@@ -1,0 +1,1 @@
+"""The ``echo_attention`` benchmark: ``hf-ext bench echo_attention``."""

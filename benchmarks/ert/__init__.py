@@ -1,0 +1,1 @@
+"""The ``ert`` benchmark: ``hf-ext bench ert``."""

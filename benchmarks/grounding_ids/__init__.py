@@ -1,0 +1,1 @@
+"""The ``grounding_ids`` benchmark: ``hf-ext bench grounding_ids``."""

@@ -1,0 +1,1 @@
+"""The ``infoflow_uq`` benchmark: ``hf-ext bench infoflow_uq``."""

@@ -1,0 +1,1 @@
+"""The ``keystone`` benchmark: ``hf-ext bench keystone``."""

@@ -1,0 +1,1 @@
+"""The ``mafe`` benchmark: ``hf-ext bench mafe``."""

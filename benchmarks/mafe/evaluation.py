@@ -1,0 +1,232 @@
+"""What only ``hf-ext bench mafe`` uses: the benchmark settings, the arms (trivial, scripted, learned),
+their evaluation on a vector env of shared seeds, and the throughput measurements."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from benchmarks.harness import Timer, mean_se, pinned_threads
+from hf_ext.mafe import education_mafe_v0, healthcare_mafe_v0, loan_mafe_v0
+from hf_ext.mafe.core import REGULATOR
+from hf_ext.mafe.fmacem import FMACEM
+from hf_ext.mafe.policies import (
+    ApproveAll,
+    ApproveNone,
+    FixedIntervention,
+    GapTriggeredIntervention,
+    Policy,
+    ProfitGreedy,
+    RandomPolicy,
+    bind_all,
+    run_episode,
+)
+from hf_ext.mafe.vector import MAFEVectorEnv
+
+
+@dataclass(frozen=True)
+class Domain:
+    """One environment of the benchmark: its module, primary intervention, other interventions and the
+    fairness gap its headline penalises (loan approvals and hiring: demographic parity; health care: access
+    among those in need, since the sicker group is rightly treated more often)."""
+
+    module: Any
+    primary: str
+    others: tuple[str, ...]
+    gap: str
+
+
+DOMAINS = {
+    "loan": Domain(loan_mafe_v0, "subsidy", ("quota", "score_boost"), "dp_gap"),
+    "healthcare": Domain(
+        healthcare_mafe_v0, "premium_subsidy", ("capacity_reservation", "outreach"), "eo_gap"
+    ),
+    "education": Domain(education_mafe_v0, "tutoring_subsidy", ("admission_quota", "blind_hiring"), "dp_gap"),
+}
+HEADLINE_BETA = (
+    5.0  # fair return = return - HEADLINE_BETA * gap: the weight F-MACEM's headline arm trains with
+)
+FIXED_LEVEL, GAP_THRESHOLD, GAP_LEVEL = 2, 0.1, 4
+VECTOR_COPIES = 64
+
+
+MAX_CYCLES = 100  # episode length of every setting
+# Environments and budgets of a run, keyed by `quick`: evaluation episodes per arm, F-MACEM population,
+# iterations, episodes and betas, steps of the speed measurements. The quick run is the Loan slice of the
+# full grid with smaller budgets.
+BUDGETS: dict[bool, dict[str, Any]] = {
+    False: {
+        "envs": ("loan", "healthcare", "education"),
+        "eval_episodes": {"loan": 200, "healthcare": 100, "education": 100},
+        "population": 32,
+        "iterations": 30,
+        "episodes": 4,
+        "betas": (0.0, 1.0, 5.0),
+        "speed_steps": 10_000,
+        "vector_steps": 200,
+    },
+    True: {
+        "envs": ("loan",),
+        "eval_episodes": {"loan": 32},
+        "population": 24,
+        "iterations": 20,
+        "episodes": 2,
+        "betas": (0.0, 5.0),
+        "speed_steps": 1_000,
+        "vector_steps": 20,
+    },
+}
+
+
+def setting(env_name: str) -> dict[str, Any]:
+    """The keys that define one setting of the grid: the environment and the episode length."""
+    return {"env": env_name, "max_cycles": MAX_CYCLES}
+
+
+def make_env(domain: Domain, intervention: str | None) -> Any:
+    """The benchmark setting: default sizes, per-group thresholds (the lever a fair policy needs),
+    ``MAX_CYCLES``-step episodes."""
+    return domain.module.parallel_env(intervention=intervention, group_thresholds=True, max_cycles=MAX_CYCLES)
+
+
+def scripted(env: Any, deciders: Callable[[], Policy], regulator: Policy) -> dict[str, Policy]:
+    """``deciders()`` for the threshold agents, ``regulator`` for the regulator, greedy for the rest."""
+    pols: dict[str, Policy] = {
+        a: deciders() if a in env.deciders else ProfitGreedy() for a in env.possible_agents if a != REGULATOR
+    }
+    pols[REGULATOR] = regulator
+    return pols
+
+
+def scripted_arms(domain: Domain, seed: int) -> list[tuple[str, str, str | None, Callable[[Any], dict]]]:
+    """``(system, kind, intervention, policies(env))`` of the trivial and scripted arms."""
+    arms: list[tuple[str, str, str | None, Callable[[Any], dict]]] = [
+        ("approve-all", "trivial", domain.primary, lambda e: scripted(e, ApproveAll, FixedIntervention(0))),
+        ("approve-none", "trivial", domain.primary, lambda e: scripted(e, ApproveNone, FixedIntervention(0))),
+        ("random", "trivial", domain.primary, lambda e: {a: RandomPolicy(seed) for a in e.possible_agents}),
+        (
+            "greedy, no intervention",
+            "scripted",
+            domain.primary,
+            lambda e: scripted(e, ProfitGreedy, FixedIntervention(0)),
+        ),
+    ]
+    for iv in (domain.primary, *domain.others):
+        arms.append(
+            (
+                f"greedy + fixed {iv}",
+                "scripted",
+                iv,
+                lambda e: scripted(e, ProfitGreedy, FixedIntervention(FIXED_LEVEL)),
+            )
+        )
+    arms.append(
+        (
+            f"greedy + gap-triggered {domain.primary}",
+            "scripted",
+            domain.primary,
+            lambda e: scripted(e, ProfitGreedy, GapTriggeredIntervention(GAP_THRESHOLD, GAP_LEVEL)),
+        )
+    )
+    return arms
+
+
+def train(
+    domain: Domain, cfg: dict[str, Any], beta: float, objective: str, seed: int
+) -> tuple[FMACEM, float]:
+    """F-MACEM (or its per-agent variant) on the benchmark setting; returns the trainer and its wall time."""
+    with Timer() as t:
+        cem = FMACEM(
+            lambda: make_env(domain, domain.primary),
+            beta=beta,
+            penalty_keys=(domain.gap,),
+            population=cfg["population"],
+            iterations=cfg["iterations"],
+            episodes=cfg["episodes"],
+            objective=objective,
+            seed=seed,
+        ).fit()
+    return cem, t.seconds
+
+
+def evaluate(env: Any, policies: dict[str, Policy], seeds: list[int], gap: str) -> dict[str, Any]:
+    """Every episode of ``seeds`` at once: per-episode return, gaps, regulator spending, gap over time."""
+    pols = bind_all(policies, env)
+    with Timer() as t:
+        log = run_episode(MAFEVectorEnv(env, len(seeds)), pols, seed=seeds)
+    ret = log.rewards.sum(-1).mean(0)  # (episodes,) mean per-step team return
+    gaps = {k: log.episode_gap(k) for k in ("dp_gap", "eo_gap")}
+    return {
+        "return": ret,
+        "gap": gaps[gap],
+        "fair": ret - HEADLINE_BETA * gaps[gap],
+        "dp_gap": gaps["dp_gap"],
+        "eo_gap": gaps["eo_gap"],
+        "level_gap_final": log.fairness["level_gap"][-1],
+        "reg_spend": -log.components[f"{REGULATOR}/subsidy_cost"].mean(0),
+        "series": log.fairness[gap],  # (T, episodes) per-step gap
+        "wall_s": t.seconds,
+    }
+
+
+def row(env_name: str, system: str, kind: str, res: dict[str, Any], gap: str, **extra: Any) -> dict[str, Any]:
+    """One table row: means over the evaluation episodes."""
+    fair, fair_se, _ = mean_se(res["fair"].tolist())
+    return {
+        "env": env_name,
+        "system": system,
+        "kind": kind,
+        "is_baseline": kind in ("trivial", "scripted", "learned"),
+        "fair_return": fair,
+        "fair_return_se": fair_se,
+        "return": float(res["return"].mean()),
+        "gap": gap,
+        "gap_value": float(res["gap"].mean()),
+        "dp_gap": float(res["dp_gap"].mean()),
+        "eo_gap": float(res["eo_gap"].mean()),
+        "level_gap_final": float(res["level_gap_final"].mean()),
+        "reg_spend": float(res["reg_spend"].mean()),
+        **extra,
+    }
+
+
+def paired_ci(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """95% interval of the mean per-episode difference ``a - b`` (same seeds)."""
+    mean, se, _ = mean_se((a - b).tolist())
+    return mean - 1.96 * se, mean + 1.96 * se
+
+
+def throughput(domain: Domain, n_steps: int, vector_steps: int) -> dict[str, float]:
+    """Agent-steps/s on one core at the default sizes: one ``ParallelEnv`` (full infos) and the vector env
+    (``VECTOR_COPIES`` copies); actions from the profit-greedy policies, timed around ``step`` only."""
+    env = domain.module.parallel_env(max_cycles=MAX_CYCLES)
+    pols = bind_all(scripted(env, ProfitGreedy, FixedIntervention(0)), env)
+    n_agents = len(env.possible_agents)
+    with pinned_threads(1):
+        obs, _ = env.reset(seed=0)
+        single = 0.0
+        for i in range(n_steps):
+            if not env.agents:
+                obs, _ = env.reset(seed=i)
+            actions = {a: pols[a](obs[a], a) for a in env.agents}
+            with Timer() as t:
+                obs, *_ = env.step(actions)
+            single += t.seconds
+        venv = MAFEVectorEnv(env, VECTOR_COPIES)
+        obs, _ = venv.reset(seed=0)
+        vector = 0.0
+        for i in range(vector_steps):
+            if not venv.agents:
+                obs, _ = venv.reset(seed=i * VECTOR_COPIES)
+            actions = {a: pols[a](obs[a], a) for a in venv.agents}
+            with Timer() as t:
+                obs, *_ = venv.step(actions)
+            vector += t.seconds
+    return {
+        "single": n_agents * n_steps / single,
+        "vector": n_agents * VECTOR_COPIES * vector_steps / vector,
+        "n_agents": float(n_agents),
+    }

@@ -1,0 +1,1 @@
+"""The ``mvprobe`` benchmark: ``hf-ext bench mvprobe``."""

@@ -1,0 +1,1 @@
+"""The ``online_covering`` benchmark: ``hf-ext bench online_covering``."""

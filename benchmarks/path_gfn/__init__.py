@@ -1,0 +1,1 @@
+"""The ``path_gfn`` benchmark: ``hf-ext bench path_gfn``."""

@@ -1,0 +1,1 @@
+"""The ``prior_al`` benchmark: ``hf-ext bench prior_al``."""

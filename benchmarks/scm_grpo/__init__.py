@@ -1,0 +1,1 @@
+"""The ``scm_grpo`` benchmark: ``hf-ext bench scm_grpo``."""

@@ -1,0 +1,1 @@
+"""The ``seglens`` benchmark: ``hf-ext bench seglens``."""

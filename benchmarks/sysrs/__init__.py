@@ -1,0 +1,1 @@
+"""The ``sysrs`` benchmark: ``hf-ext bench sysrs``."""

@@ -1,0 +1,1 @@
+"""The ``vegas`` benchmark: ``hf-ext bench vegas``."""

@@ -1,0 +1,1 @@
+"""The ``viewmask`` benchmark: ``hf-ext bench viewmask``."""

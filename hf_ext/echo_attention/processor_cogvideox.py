@@ -1,0 +1,162 @@
+"""EchoAttention on diffusers' ``CogVideoXTransformer3DModel`` (joint text-video self-attention).
+
+EchoAttention (reconstructed; not verified against the paper). CogVideoX concatenates ``[text T, video S]``
+tokens and runs one self-attention over them. :class:`EchoCogVideoXAttnProcessor` keeps every text row and
+column dense and serves the video-query x video-key part of sparse/echo heads with the shared per-head routing
+(:class:`~hf_ext.echo_attention.routed.RoutedAttention`), the video indices offset by ``T``.
+:class:`CogVideoXContext` reads the ``[B, F, C, H, W]`` latents in the transformer's pre-hook.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from diffusers.models.attention_processor import CogVideoXAttnProcessor2_0
+
+from hf_ext._registry import paper
+from hf_ext.echo_attention.core import dense_partial
+from hf_ext.echo_attention.routed import DENSE, EchoContext, RoutedAttention
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class CogVideoXContext(EchoContext):
+    """:class:`EchoContext` whose pre-hook reads CogVideoX's ``[B, F, C, H, W]`` latents (``patch_size_t``
+    aware)
+    and the ``timestep`` (third positional argument of ``CogVideoXTransformer3DModel.forward``)."""
+
+    timestep_position: ClassVar[int] = 2
+
+    def frames_and_tokens(self, module: Any, x: torch.Tensor) -> tuple[int, int]:
+        """``(F, P)`` of ``x`` ``[B, F, C, H, W]`` under ``config.patch_size`` and ``config.patch_size_t``."""
+        p, pt = module.config.patch_size, module.config.patch_size_t
+        frames = x.shape[1] if pt is None else x.shape[1] // pt
+        return frames, (x.shape[3] // p) * (x.shape[4] // p)
+
+
+class EchoCogVideoXAttnProcessor(RoutedAttention, CogVideoXAttnProcessor2_0):
+    """EchoAttention (reconstructed; not verified against the paper) for CogVideoX joint text-video attention:
+    dense, Sparse and Echo operators per head, text rows and columns kept dense.
+
+    Re-implements the projections, q/k norms and
+    RoPE of ``CogVideoXAttnProcessor2_0.__call__`` (diffusers 0.42.1) on the joint sequence ``[text T, video
+    S]``. Text queries and dense-routed heads attend densely to all keys (SDPA). For the video queries of
+    sparse/echo heads, the part over the ``T`` text keys is an exact dense partial (output and fp32
+    log-sum-exp) merged by the LSE rule into the block-sparse video-video result before the echo terms
+    [reconstructed]; budgets and FLOP fractions refer to the video-video part. A call where every head is
+    dense is the stock processor exactly;
+    an
+    ``attention_mask`` runs the stock processor (with a one-time warning).
+
+    Args:
+        config: The method settings.
+        layer: Transformer block index.
+        context: The shared :class:`CogVideoXContext` (filled by the pre-hook).
+        params: The handle's ``EchoParams`` (theta and routes), shared by all layers.
+
+    Example:
+        >>> from hf_ext import EchoAttentionConfig, apply_echo_attention
+        >>> from hf_ext.testing import tiny_cogvideox_transformer
+        >>> dit = tiny_cogvideox_transformer()
+        >>> handle = apply_echo_attention(dit, EchoAttentionConfig(block_size=16, dense_layers=()))
+        >>> type(dit.attn_processors["transformer_blocks.0.attn1.processor"]).__name__
+        'EchoCogVideoXAttnProcessor'
+        >>> handle.remove()
+    """
+
+    _paper = paper("echo_attention")
+    _warned = False
+
+    def qkv(
+        self,
+        attn: Any,
+        hidden_states: torch.Tensor,
+        text_len: int,
+        image_rotary_emb: tuple[torch.Tensor, torch.Tensor] | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Projections, q/k norms and RoPE (video tokens only) as in the stock processor.
+
+        Returns ``(query, key, value)``, each ``[B, H, T+S, D]``.
+        """
+        b = hidden_states.shape[0]
+        query, key, value = attn.to_q(hidden_states), attn.to_k(hidden_states), attn.to_v(hidden_states)
+        query, key, value = (
+            x.view(b, -1, attn.heads, x.shape[-1] // attn.heads).transpose(1, 2) for x in (query, key, value)
+        )
+        if attn.norm_q is not None:
+            query = attn.norm_q(query)
+        if attn.norm_k is not None:
+            key = attn.norm_k(key)
+        if image_rotary_emb is not None:
+            from diffusers.models.embeddings import apply_rotary_emb
+
+            rope: Any = image_rotary_emb  # diffusers annotates the (cos, sin) pair as a 1-tuple
+            query[:, :, text_len:] = apply_rotary_emb(query[:, :, text_len:], rope)
+            key[:, :, text_len:] = apply_rotary_emb(key[:, :, text_len:], rope)
+        return query, key, value
+
+    def __call__(  # type: ignore[override]  # the stock processor returns (video, text) but is typed Tensor
+        self,
+        attn: Any,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        image_rotary_emb: Any = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        ctx = self.context
+        self.require_hook()
+        stock: tuple[Any, ...] = (
+            attn,
+            hidden_states,
+            encoder_hidden_states,
+            attention_mask,
+            image_rotary_emb,
+        )
+        if attention_mask is not None or attn.is_cross_attention:
+            if not self._warned:
+                logger.warning(
+                    "attention_mask/cross-attention is not supported by EchoAttention; running dense."
+                )
+                self._warned = True
+            return self._stock(*stock)
+        ops, budgets = self.head_routes(attn.heads)
+        if ctx.record is None and all(o == DENSE for o in ops):
+            return self._stock(*stock)
+        self.current_layout(hidden_states.shape[1])
+        text_len = encoder_hidden_states.shape[1]
+        x = torch.cat([encoder_hidden_states, hidden_states], dim=1)
+        b, n, _ = x.shape
+        query, key, value = self.qkv(attn, x, text_len, image_rotary_emb)
+        video = [t[:, :, text_len:] for t in (query, key, value)]
+        self.record(
+            *(t.transpose(1, 2) for t in video),
+            key[:, :, :text_len].transpose(1, 2),
+            value[:, :, :text_len].transpose(1, 2),
+        )
+        out = torch.empty_like(query)
+        dense = [h for h, o in enumerate(ops) if o == DENSE]
+        routed = [h for h, o in enumerate(ops) if o != DENSE]
+        if dense:
+            q, k, v = (self.take_heads(x, dense, dim=1) for x in (query, key, value))
+            out = self.put_heads(out, dense, F.scaled_dot_product_attention(q, k, v), dim=1)
+        if routed:
+            q, k, v = (self.take_heads(x, routed, dim=1) for x in (query, key, value))
+            out_t = F.scaled_dot_product_attention(q[:, :, :text_len], k, v)
+            extra = dense_partial(q[:, :, text_len:], k[:, :, :text_len], v[:, :, :text_len])
+            vq, vk, vv = (t.transpose(1, 2) for t in video)
+            out_v = self.run_routed(vq, vk, vv, routed, ops, budgets, extra=extra).transpose(1, 2)
+            out = self.put_heads(out, routed, torch.cat([out_t, out_v.to(out_t.dtype)], 2), dim=1)
+        out = out.transpose(1, 2).reshape(b, n, -1)
+        out = attn.to_out[1](attn.to_out[0](out))
+        encoder_out, out = out.split([text_len, n - text_len], dim=1)
+        return out, encoder_out
+
+    def _stock(self, *args: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """The stock ``CogVideoXAttnProcessor2_0.__call__`` (returns ``(video, text)`` hidden states)."""
+        out: Any = CogVideoXAttnProcessor2_0.__call__(self, *args)
+        return out  # type: ignore[no-any-return]

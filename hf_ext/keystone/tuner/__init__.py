@@ -1,0 +1,2 @@
+"""The Keystone PEFT tuner: ``KeystoneConfig`` (config), ``KeystoneLayer`` (layer), ``KeystoneModel``
+(model)."""

@@ -1,0 +1,10 @@
+"""Loan MAFE-style environment, PettingZoo versioned module ``loan_mafe_v0``.
+
+``raw_env`` is the ``ParallelEnv`` class, ``parallel_env(**kw)`` builds it and ``env(**kw)`` gives the AEC
+form, ``vector_env(num_envs, **kw)`` many seeded copies at once; the class lives in
+:mod:`hf_ext.mafe.env_loan`.
+"""
+
+from hf_ext.mafe.env_loan import LoanMAFE, env, parallel_env, raw_env, vector_env
+
+__all__ = ["LoanMAFE", "env", "parallel_env", "raw_env", "vector_env"]

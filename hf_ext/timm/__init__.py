@@ -1,9 +1,0 @@
-"""timm components: the Dem-HEC training task, the ImageNet-C-style corruption suite and robustness
-evaluation.
-
-Names resolve lazily from the method registry, so importing this package imports neither torch nor timm.
-"""
-
-from hf_ext._lazy import lazy_package
-
-__getattr__, __dir__ = lazy_package(__name__)

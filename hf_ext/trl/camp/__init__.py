@@ -1,9 +1,0 @@
-"""CAMP (conflict-aware adaptive-margin preference alignment) on trl; names resolve lazily.
-
-``core`` (pure torch loss), ``config``, ``collator``, ``trainer``, ``data`` (UltraFeedback helper), ``bench``
-(``hf-ext bench camp``) with its synthetic task in ``_bench_task``.
-"""
-
-from hf_ext._lazy import lazy_package
-
-__getattr__, __dir__ = lazy_package(__name__)

@@ -1,0 +1,519 @@
+"""``vegas_generate``: Vegas self-speculative decoding as a transformers ``custom_generate`` callable.
+
+Each iteration drafts up to gamma tokens with the model itself, its global layers attending only to the
+selection made at the previous verify and the entries after it (read in place), rolls back the draft's KV,
+then verifies ``[b, y_1..y_gamma_t]`` in one forward with exact attention over the full cache (SDPA, or on an
+``InPlaceCache`` the ``chunk_attention`` kernel), so the accepted tokens are the model's own: greedy output is
+token-identical to ``generate(do_sample=False)``, and sampling uses the speculative rejection rule
+(arXiv 2211.17192) so the output distribution is the model's.
+
+The default cache is an :class:`~hf_ext.vegas.cache.InPlaceCache`: K/V preallocated once, rollback
+by moving each row's length, and batches whose rows accept different numbers of tokens (each row keeps its
+own length; the attention masks the stale slots of shorter rows, as vLLM's slot rollback does). A row that
+has finished stays in the batch tensors until the last one does, but its verify reads only its chunk's first
+slots and its drafts their own entries, so it costs no cache reads (vLLM removes finished sequences from its
+batch).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import torch
+from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
+from transformers.generation.utils import GenerateDecoderOnlyOutput
+
+from hf_ext._registry import paper
+from hf_ext._timing import Timer
+from hf_ext.vegas.attention import VegasState, attention_implementation, register_vegas_attention
+from hf_ext.vegas.cache import InPlaceCache
+from hf_ext.vegas.config import VegasConfig
+from hf_ext.vegas.core import greedy_accept, speculative_accept
+
+logger = logging.getLogger(__name__)
+
+_OWN_KWARGS = ("cache", "attention_mask", "position_ids", "use_cache", "logits_to_keep")
+
+
+@dataclass
+class VegasStats:
+    """Counters of one ``vegas_generate`` call (decode only; the prefill forward is excluded).
+
+    Sums run over the rows of a batch: a forward of ``B`` rows counts one forward and ``B`` row-iterations.
+
+    Attributes:
+        iterations: Verify passes (forwards).
+        row_iterations: Verify passes summed over the rows still decoding.
+        draft_forwards: Draft forwards.
+        drafted: Sum of draft lengths gamma_t over rows.
+        accepted: Sum of accepted draft tokens n_acc over rows.
+        emitted: Tokens emitted by the verify passes (accepted + bonus, after EOS/length truncation).
+        kv_entries_draft: Cache positions read by draft forwards, summed over layers and rows (per KV head).
+        kv_entries_verify: Cache positions read by verify forwards, summed over layers and rows (each once).
+        selection_entries: Quest's page min/max metadata reads (0 for the other selectors).
+        query_key_pairs: Query-head rows times cache positions multiplied (draft and verify attention, the
+            verify's score rows when scored separately, Quest's page bounds), summed over layers and rows: the
+            attention's arithmetic, which a verify of ``gamma + 1`` rows multiplies over the same bytes.
+        score_key_reads: Cache positions whose keys the verify's scoring pass reads again (Vegas only).
+        selection_runs: Contiguous runs of selected positions the drafts read (each run starts with a jump in
+            the row's slot list, a scattered read), summed over layers, rows and draft steps.
+        draft_seconds: Wall-clock seconds spent in draft forwards (device-synchronised).
+        verify_seconds: Wall-clock seconds spent in verify forwards and acceptance.
+        trace: Per iteration and row ``(n, valid_len, budget, gamma_t, n_acc)``: cache length at the draft's
+            start, selectable length and budget of the selection the draft used, draft length, accepted count.
+    """
+
+    _paper = paper("vegas")
+
+    iterations: int = 0
+    row_iterations: int = 0
+    draft_forwards: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    emitted: int = 0
+    kv_entries_draft: float = 0.0
+    kv_entries_verify: float = 0.0
+    selection_entries: float = 0.0
+    query_key_pairs: float = 0.0
+    score_key_reads: float = 0.0
+    selection_runs: float = 0.0
+    draft_seconds: float = 0.0
+    verify_seconds: float = 0.0
+    trace: list[tuple[int, int, int, int, int]] = field(default_factory=list)
+
+    @property
+    def acceptance_rate(self) -> float:
+        """alpha = accepted / drafted (1.0 when nothing was drafted)."""
+        return self.accepted / self.drafted if self.drafted else 1.0
+
+    @property
+    def mean_accepted_length(self) -> float:
+        """tau = emitted tokens per row-iteration, bonus included."""
+        return self.emitted / self.row_iterations if self.row_iterations else 0.0
+
+    @property
+    def forwards(self) -> int:
+        """Decode forwards (drafts + verifies); each reads every weight once."""
+        return self.draft_forwards + self.iterations
+
+    @property
+    def kv_entries(self) -> float:
+        """All decode-time cache positions read (draft + verify), summed over layers."""
+        return self.kv_entries_draft + self.kv_entries_verify
+
+    @property
+    def kv_entries_read_per_token(self) -> float:
+        """KV positions read per emitted token, summed over layers."""
+        return self.kv_entries / self.emitted if self.emitted else 0.0
+
+
+@dataclass
+class VegasGenerateOutput(GenerateDecoderOnlyOutput):
+    """``GenerateDecoderOnlyOutput`` plus ``vegas_stats`` (:class:`VegasStats`)."""
+
+    _paper = paper("vegas")
+
+    vegas_stats: VegasStats | None = None
+
+
+def _check_inputs(model: Any, input_ids: Any, generation_config: Any, model_kwargs: dict[str, Any]) -> None:
+    if getattr(model.config, "is_encoder_decoder", False):
+        raise NotImplementedError(
+            f"Vegas supports decoder-only causal LMs (Llama, Qwen2, Gemma3, ...), not the encoder-decoder "
+            f"{type(model).__name__}."
+        )
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dtype != torch.long:
+        got = input_ids.dtype if isinstance(input_ids, torch.Tensor) else type(input_ids).__name__
+        raise TypeError(f"`input_ids` must be a LongTensor (torch.long), got {got}.")
+    if generation_config.num_beams > 1:
+        raise ValueError(
+            f"`num_beams` must be 1 with Vegas (speculative decoding), got {generation_config.num_beams}."
+        )
+    for m in model.modules():
+        if type(m).__name__.endswith("Attention") and not isinstance(getattr(m, "layer_idx", None), int):
+            raise TypeError(
+                f"Vegas needs attention modules with an int `layer_idx` (the selection is per layer); "
+                f"{type(m).__name__} has {getattr(m, 'layer_idx', None)!r}."
+            )
+    if generation_config.output_attentions or generation_config.output_hidden_states:
+        raise NotImplementedError(
+            "Vegas does not return attentions or hidden states; unset those output flags."
+        )
+    mask = model_kwargs.get("attention_mask")
+    if mask is not None and not bool((mask == 1).all()):
+        raise NotImplementedError(
+            "Vegas does not support padded inputs; pass an all-ones `attention_mask` or none (batch rows of "
+            "equal prompt length)."
+        )
+    cache = model_kwargs.get("cache")
+    if isinstance(cache, InPlaceCache):
+        return
+    if not isinstance(cache, DynamicCache) or any(
+        type(layer) not in (DynamicLayer, DynamicSlidingWindowLayer) for layer in cache.layers
+    ):
+        kinds = sorted({type(layer).__name__ for layer in getattr(cache, "layers", [])})
+        raise ValueError(
+            f"Vegas needs an InPlaceCache or a croppable DynamicCache of full/sliding attention layers, got "
+            f"{type(cache).__name__} (layers: {kinds}). Leave `cache_implementation` unset."
+        )
+
+
+class _Loop:
+    """One ``vegas_generate`` call: prefill, then draft / roll back / verify / accept until all rows stop."""
+
+    def __init__(
+        self,
+        model: Any,
+        input_ids: torch.Tensor,
+        logits_processor: Any,
+        stopping_criteria: Any,
+        generation_config: Any,
+        streamer: Any,
+        config: VegasConfig,
+        model_kwargs: dict[str, Any],
+    ) -> None:
+        self.model = model
+        self.processor = logits_processor
+        # greedy with no logits processor: the scores are the raw logits, so each forward's rows are picked
+        # and accepted with one argmax for the batch instead of per-row tensor calls
+        self.raw_greedy = not generation_config.do_sample and not logits_processor
+        self.stopping = stopping_criteria
+        self.gen = generation_config
+        self.streamer = streamer
+        self.config = config
+        self.cache = self._cache(model_kwargs["cache"], input_ids)
+        self.in_place = isinstance(self.cache, InPlaceCache)
+        batch = input_ids.shape[0]
+        if batch > 1 and not self.in_place:
+            raise NotImplementedError(
+                f"Vegas on a DynamicCache decodes one sequence at a time; got batch size {batch}. Use the "
+                "default VegasConfig(cache='in_place') for batches."
+            )
+        if batch > 1 and streamer is not None:
+            raise NotImplementedError("Streaming supports batch size 1 only, as in transformers.")
+        self.extra = {k: v for k, v in model_kwargs.items() if k not in _OWN_KWARGS}
+        self.global_layers = [i for i, layer in enumerate(self.cache.layers) if not layer.is_sliding]
+        self.state = VegasState(config, generation_config.max_length, self.global_layers, self.cache)
+        self.stats = VegasStats()
+        eos = generation_config._eos_token_tensor
+        self.eos = set() if eos is None else {int(t) for t in eos.flatten()}
+        pad = generation_config._pad_token_tensor
+        self.pad = int(pad) if pad is not None else (min(self.eos) if self.eos else 0)
+        ret = generation_config.return_dict_in_generate
+        self.keep_scores = bool(ret and generation_config.output_scores)
+        self.keep_logits = bool(ret and generation_config.output_logits)
+        self.scores: list[list[torch.Tensor]] = [[] for _ in range(batch)]
+        self.raw: list[list[torch.Tensor]] = [[] for _ in range(batch)]
+
+    def _cache(self, cache: Any, input_ids: torch.Tensor) -> Any:
+        """The loop's cache: an ``InPlaceCache`` passed in (checked for room), ``generate``'s ``DynamicCache``
+        with ``cache="dynamic"`` or when a sliding layer of a prefilled one already dropped entries (it
+        cannot be copied), else a new ``InPlaceCache`` (a copy of the prefilled entries, if any)."""
+        capacity = self.gen.max_length + self.config.num_draft_tokens + 1
+        if isinstance(cache, InPlaceCache):
+            if cache.capacity < capacity:
+                raise ValueError(
+                    f"The InPlaceCache holds {cache.capacity} slots per row; this call needs "
+                    f"{capacity} (max_length {self.gen.max_length} + num_draft_tokens + 1)."
+                )
+            return cache
+        if self.config.cache == "dynamic":
+            return cache
+        if cache.get_seq_length() > 0:
+            dropped = any(
+                layer.is_sliding and layer.get_seq_length() > layer.keys.shape[2] for layer in cache.layers
+            )
+            return cache if dropped else InPlaceCache.from_cache(cache, self.model.config, capacity)
+        dtype = next(self.model.parameters()).dtype
+        return InPlaceCache(
+            self.model.config, input_ids.shape[0], capacity, dtype=dtype, device=input_ids.device
+        )
+
+    # ------------------------------------------------------------------------------------------ helpers
+    def forward(self, ids: torch.Tensor, starts: list[int], cache: Any, mode: str, keep: int) -> torch.Tensor:
+        """Logits ``[B, keep, V]`` (fp32) of ``ids`` ``[B, q]`` placed at per-row positions ``starts``."""
+        q = ids.shape[1]
+        pos = torch.tensor(starts, device=ids.device)[:, None] + torch.arange(q, device=ids.device)
+        out = self.model(
+            input_ids=ids,
+            cache=cache,
+            position_ids=pos,
+            use_cache=True,
+            logits_to_keep=keep,
+            vegas_mode=mode,
+            vegas_state=self.state,
+            return_dict=True,
+            **self.extra,
+        )
+        return cast(torch.Tensor, out.logits[:, -keep:].float())
+
+    def process(self, ids: torch.Tensor, extra: list[int], raw: torch.Tensor) -> torch.Tensor:
+        """One row's processed scores ``[V]`` after the prefix ``ids`` ``[t]`` and then the tokens ``extra``.
+        The prefix is built only when a logits processor is there to read it (without one the scores are the
+        raw logits, as ``LogitsProcessorList`` returns them): copying the whole row for every token would cost
+        time that grows with the context."""
+        if not self.processor:
+            return raw
+        prefix = torch.cat([ids, ids.new_tensor(extra)]) if extra else ids
+        return cast(torch.Tensor, self.processor(prefix[None], raw[None])[0])
+
+    def pick(self, scores: torch.Tensor) -> int:
+        """A token from processed scores ``[V]``: argmax, or a sample when ``do_sample``."""
+        if self.gen.do_sample:
+            return int(torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1))
+        return int(scores.argmax())
+
+    def stopped(self, ids: torch.Tensor) -> bool:
+        return bool(self.stopping(ids[None], None).all()) or (bool(self.eos) and int(ids[-1]) in self.eos)
+
+    def set_lengths(self, lengths: list[int], layers: list[int] | None = None, drop: int = 0) -> None:
+        """Roll the cache back: move the lengths (in place) or crop ``drop`` entries (dynamic, batch 1)."""
+        if self.in_place:
+            self.cache.set_lengths(lengths, layers)
+        else:
+            for i in range(len(self.cache.layers)) if layers is None else layers:
+                self.cache.layers[i].crop(-drop)
+
+    def record(self, b: int, tokens: list[int], scores: list[torch.Tensor], raw: list[torch.Tensor]) -> None:
+        if self.keep_scores:
+            self.scores[b] += scores
+        if self.keep_logits:
+            self.raw[b] += raw
+        if self.streamer is not None:
+            self.streamer.put(torch.tensor([tokens]))
+
+    # ------------------------------------------------------------------------------------------ phases
+    def prefill(self, input_ids: torch.Tensor) -> list[torch.Tensor]:
+        past = self.cache.get_seq_length()
+        if self.in_place and len(set(self.cache.lengths)) > 1:
+            raise ValueError(f"The InPlaceCache passed to generate holds ragged rows {self.cache.lengths}.")
+        logits = self.forward(input_ids[:, past:], [past] * input_ids.shape[0], self.cache, "prefill", 1)
+        if not self.cache.is_croppable:
+            raise ValueError(
+                f"Vegas needs a croppable cache to roll back drafts, got {type(self.cache).__name__}."
+            )
+        if not self.in_place:
+            self.cache.activate_past_recording()
+        rows = []
+        for b, ids in enumerate(input_ids):
+            scores = self.process(ids, [], logits[b, 0])
+            tok = self.pick(scores)
+            self.record(b, [tok], [scores], [logits[b, 0]])
+            rows.append(torch.cat([ids, ids.new_tensor([tok])]))
+        return rows
+
+    def draft(
+        self, rows: list[torch.Tensor], gammas: list[int]
+    ) -> tuple[list[list[int]], list[list[torch.Tensor]]]:
+        """Draft up to ``gammas[b]`` tokens per row; returns the tokens and their processed scores."""
+        n = [len(ids) - 1 for ids in rows]
+        tokens: list[list[int]] = [[] for _ in rows]
+        scores: list[list[torch.Tensor]] = [[] for _ in rows]
+        live = [g > 0 for g in gammas]
+        feed = [int(ids[-1]) for ids in rows]
+        device = rows[0].device
+        steps = 0
+        while any(live):
+            logits = self.forward(
+                torch.tensor(feed, device=device)[:, None], [m + steps for m in n], self.cache, "draft", 1
+            )
+            steps += 1
+            self.stats.draft_forwards += 1
+            picks = logits[:, 0].argmax(-1).tolist() if self.raw_greedy else None
+            for b, ids in enumerate(rows):
+                if not live[b]:
+                    continue
+                s = self.process(ids, tokens[b], logits[b, 0])
+                tok = picks[b] if picks is not None else self.pick(s)
+                tokens[b].append(tok)
+                scores[b].append(s)
+                feed[b] = tok
+                live[b] = len(tokens[b]) < gammas[b] and tok not in self.eos
+        # draft KV is not target KV: roll every layer back; the verify writes the same slots
+        self.set_lengths(n, drop=steps)
+        return tokens, scores
+
+    def verify(
+        self, rows: list[torch.Tensor], tokens: list[list[int]], draft_scores: list[list[torch.Tensor]]
+    ) -> list[tuple[list[int], int, list[torch.Tensor], list[torch.Tensor]]]:
+        """Verify every row's ``[b, y_1..y_gamma_t]`` in one forward.
+
+        Returns per row the emitted tokens (after EOS/length truncation), how many of them are accepted draft
+        tokens, and their processed and raw scores; nothing for a retired (finished) row.
+        """
+        n = [len(ids) - 1 for ids in rows]
+        width = 1 + max(len(t) for t in tokens)
+        chunk = [[int(ids[-1]), *t, *[int(ids[-1])] * (width - 1 - len(t))] for ids, t in zip(rows, tokens)]
+        self.state.last = [len(t) for t in tokens]
+        ids_chunk = torch.tensor(chunk, device=rows[0].device)
+        logits = self.forward(ids_chunk, n, self.cache, "verify", width)
+        if self.raw_greedy:  # a row's matches past its own drafts are matches of the padding: capped below
+            argmax = logits.argmax(-1)
+            matches, argmax_rows = greedy_accept(ids_chunk[:, 1:], argmax)[0].tolist(), argmax.tolist()
+        out: list[tuple[list[int], int, list[torch.Tensor], list[torch.Tensor]]] = []
+        for b, (ids, t) in enumerate(zip(rows, tokens)):
+            if self.state.retired and self.state.retired[b]:
+                out.append(([], 0, [], []))
+                continue
+            g = len(t)
+            if self.raw_greedy:
+                target = logits[b, : g + 1]
+                n_acc = min(matches[b], g)
+                bonus = argmax_rows[b][n_acc]
+            else:
+                target = torch.stack([self.process(ids, t[:i], logits[b, i]) for i in range(g + 1)])
+                draft = torch.tensor([t], dtype=torch.long, device=target.device)
+                if self.gen.do_sample:
+                    q = torch.softmax(torch.stack(draft_scores[b]), -1) if g else target[:0]
+                    n_acc, bonus = speculative_accept(draft, q[None], torch.softmax(target, -1)[None])
+                else:
+                    n_acc, bonus = greedy_accept(draft, target.argmax(-1)[None])
+            kept = [*t[: int(n_acc)], int(bonus)][: self.gen.max_length - len(ids)]
+            hits = [i for i, tok in enumerate(kept) if tok in self.eos]
+            kept = kept[: hits[0] + 1] if hits else kept
+            e = len(kept)
+            out.append(
+                (kept, min(int(n_acc), e), [target[i] for i in range(e)], [logits[b, i] for i in range(e)])
+            )
+        return out
+
+    def run(self, input_ids: torch.Tensor) -> torch.Tensor:
+        rows = self.prefill(input_ids)
+        done = [self.stopped(ids) for ids in rows]
+        gamma, s = self.config.num_draft_tokens, self.stats
+        while not all(done):
+            n = [len(ids) - 1 for ids in rows]
+            gammas = [
+                0 if d else max(0, min(gamma, self.gen.max_length - len(r) - 1)) for d, r in zip(done, rows)
+            ]
+            used = list(zip(self.state.valid_len or n, self.state.budget or n))
+            self.state.retired = list(done)
+            with Timer(input_ids.device) as t_draft:
+                tokens, draft_scores = self.draft(rows, gammas) if max(gammas) else ([[] for _ in rows], [])
+            with Timer(input_ids.device) as t_verify:
+                results = self.verify(rows, tokens, draft_scores)
+                kept = [0 if d else len(r[0]) for d, r in zip(done, results)]
+                width = 1 + max(len(t) for t in tokens)
+                self.set_lengths([m + k for m, k in zip(n, kept)], drop=width - kept[0])
+            s.draft_seconds += t_draft.seconds
+            s.verify_seconds += t_verify.seconds
+            s.iterations += 1
+            for b, (emitted, accepted, scores, raw) in enumerate(results):
+                if done[b]:
+                    continue
+                self.record(b, emitted, scores, raw)
+                rows[b] = torch.cat([rows[b], rows[b].new_tensor(emitted)])
+                s.row_iterations += 1
+                s.drafted += len(tokens[b])
+                s.accepted += accepted
+                s.emitted += len(emitted)
+                s.trace.append((n[b], *used[b], len(tokens[b]), accepted))
+                done[b] = self.stopped(rows[b])
+        s.kv_entries_draft = self.state.entries["draft"]
+        s.kv_entries_verify = self.state.entries["verify"]
+        s.selection_entries = self.state.selection_entries
+        s.query_key_pairs = self.state.pairs
+        s.score_key_reads = self.state.score_reads
+        s.selection_runs = self.state.selection_runs
+        if self.streamer is not None:
+            self.streamer.end()
+        width = max(len(r) for r in rows)
+        return torch.stack([torch.cat([r, r.new_full((width - len(r),), self.pad)]) for r in rows])
+
+    def outputs(self, kind: str) -> tuple[torch.Tensor, ...] | None:
+        """``scores``/``logits`` as transformers returns them: one ``[B, V]`` per step (``-inf`` once a row
+        stopped)."""
+        per_row = self.scores if kind == "scores" else self.raw
+        if not (self.keep_scores if kind == "scores" else self.keep_logits):
+            return None
+        steps = max(len(r) for r in per_row)
+        filler = torch.full_like(per_row[0][0], float("-inf"))
+        return tuple(torch.stack([r[i] if i < len(r) else filler for r in per_row]) for i in range(steps))
+
+
+def vegas_generate(
+    model: Any,
+    input_ids: torch.LongTensor,
+    logits_processor: Any,
+    stopping_criteria: Any,
+    generation_config: Any,
+    synced_gpus: bool = False,
+    streamer: Any = None,
+    vegas_config: VegasConfig | None = None,
+    **model_kwargs: Any,
+) -> VegasGenerateOutput | torch.LongTensor:
+    """Vegas decoding loop, passed to ``model.generate(..., custom_generate=vegas_generate)``.
+
+    Called by transformers like ``GenerationMixin._sample``; ``vegas_config`` is routed from ``generate``'s
+    keyword arguments. The model runs the ``"hf_ext_vegas"`` attention for the duration of the call (the
+    previous implementation is restored afterwards, also on error). A cache passed to ``generate`` that
+    already holds the first ``p`` prompt tokens is reused: the prefill then runs only on the remaining prompt
+    tokens.
+
+    [reconstructed] parts: sliding-window layers are drafted densely over their window (the paper's model has
+    none); draft KV is rolled back by moving each row's length in the preallocated cache (vLLM overwrites its
+    slots; the ``DynamicCache`` path crops); the draft reads its selection in place through an index list
+    (vLLM reads through its page table); the StreamingLLM window is token-aligned; the
+    Quest selector is a project baseline. Rows of a batch accept independently (per-row lengths, masked).
+
+    Args:
+        model: A decoder-only transformers causal LM whose attention modules carry ``layer_idx``.
+        input_ids: ``[B, N]`` prompts of equal length (no padding).
+        logits_processor: Prepared by ``generate``; applied to draft and verify logits alike.
+        stopping_criteria: Prepared by ``generate``.
+        generation_config: Prepared by ``generate`` (``max_length``, ``do_sample``, ``eos_token_id``, ...).
+        synced_gpus: Ignored (single process).
+        streamer: Optional streamer; receives the emitted tokens.
+        vegas_config (`VegasConfig`, *optional*): Defaults to ``VegasConfig()``.
+        **model_kwargs: ``cache`` (``generate``'s ``DynamicCache``, possibly prefilled, or an
+            ``InPlaceCache``), ``attention_mask`` (all ones or ``None``), ...
+
+    Returns:
+        :class:`VegasGenerateOutput` (with ``vegas_stats``) when ``return_dict_in_generate=True``, else the
+        ``[1, N + new]`` token ids.
+
+    Raises:
+        TypeError: ``vegas_config`` is not a ``VegasConfig``; ``input_ids`` is not a LongTensor; an attention
+            module lacks ``layer_idx``.
+        ValueError: ``num_beams > 1``; a cache other than ``DynamicCache``/``InPlaceCache`` (static,
+            quantized, linear attention); an ``InPlaceCache`` without room for ``max_length + gamma + 1``.
+        NotImplementedError: batch > 1 on the ``DynamicCache`` path or with a streamer, padded inputs,
+            encoder-decoder models, attention/hidden-state outputs.
+
+    Example:
+        >>> from hf_ext.testing import tiny_llama
+        >>> lm = tiny_llama(max_position_embeddings=256)
+        >>> ids = torch.randint(3, 64, (1, 40))
+        >>> cfg = VegasConfig(num_draft_tokens=4, min_tokens=8, sparse_ratio=0.1)
+        >>> out = lm.generate(ids, custom_generate=vegas_generate, vegas_config=cfg, max_new_tokens=12,
+        ...                   do_sample=False, return_dict_in_generate=True)
+        >>> torch.equal(out.sequences, lm.generate(ids, max_new_tokens=12, do_sample=False))
+        True
+    """
+    config = VegasConfig() if vegas_config is None else vegas_config
+    if not isinstance(config, VegasConfig):
+        raise TypeError(f"`vegas_config` must be a VegasConfig, got {type(vegas_config).__name__}.")
+    _check_inputs(model, input_ids, generation_config, model_kwargs)
+    loop = _Loop(
+        model,
+        input_ids,
+        logits_processor,
+        stopping_criteria,
+        generation_config,
+        streamer,
+        config,
+        model_kwargs,
+    )
+    with attention_implementation(model, register_vegas_attention(in_place=loop.in_place)):
+        sequences = loop.run(input_ids)
+    if not generation_config.return_dict_in_generate:
+        return cast(torch.LongTensor, sequences)
+    return VegasGenerateOutput(
+        sequences=cast(torch.LongTensor, sequences),
+        scores=cast(Any, loop.outputs("scores")),
+        logits=cast(Any, loop.outputs("logits")),
+        cache=loop.cache,
+        vegas_stats=loop.stats,
+    )
