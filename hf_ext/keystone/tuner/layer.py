@@ -27,18 +27,17 @@ class KeystoneLayer(BaseTunerLayer):
     other_param_names: tuple[str, ...] = ("keystone_rows",)
 
     def __init__(self, base_layer: nn.Module, **kwargs: Any) -> None:
-        self.base_layer = base_layer
-        self.keystone_delta = nn.ParameterDict({})
-        self.keystone_rows: dict[str, torch.Tensor] = {}
-        self._disable_adapters = False
-        self.merged_adapters: list[str] = []
-        base = self.get_base_layer()
+        base = base_layer.get_base_layer() if isinstance(base_layer, BaseTunerLayer) else base_layer
         if not isinstance(base, nn.Linear):
             raise TypeError(
                 f"Keystone layers wrap torch.nn.Linear only, got {type(base).__name__} (GPT-2 Conv1D and "
                 "quantized layers are not supported)."
             )
+        self.base_layer = base_layer
         self.in_features, self.out_features = base.in_features, base.out_features
+        self.keystone_delta = nn.ParameterDict({})
+        self.keystone_rows: dict[str, torch.Tensor] = {}
+        self.merged_adapters: list[str] = []  # per layer: BaseTunerLayer's class-level default is shared
         self.kwargs = kwargs
 
     def update_layer(
@@ -94,7 +93,7 @@ class Linear(nn.Module, KeystoneLayer):
         init_weights: bool = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__()
+        nn.Module.__init__(self)
         KeystoneLayer.__init__(self, base_layer, **kwargs)
         self._active_adapter = adapter_name
         self.update_layer(adapter_name, rows, init_weights=init_weights)
@@ -105,53 +104,60 @@ class Linear(nn.Module, KeystoneLayer):
         dense = torch.zeros(self.out_features, self.in_features, device=delta.device, dtype=delta.dtype)
         return dense.index_add(0, self._rows(adapter, delta.device), delta)
 
+    def _shift_rows(self, weight: torch.Tensor, adapter: str, sign: int, *, inplace: bool) -> torch.Tensor:
+        """``weight`` with ``sign * delta`` added to ``adapter``'s rows (in place, or on a new tensor)."""
+        delta = self.keystone_delta[adapter].detach().to(weight.dtype)
+        rows = self._rows(adapter, weight.device)
+        if inplace:
+            return weight.index_add_(0, rows, delta, alpha=sign)
+        return weight.index_add(0, rows, delta, alpha=sign)
+
     def merge(self, safe_merge: bool = False, adapter_names: list[str] | None = None) -> None:
         """Add the active (or the named) adapters' deltas into the base weight rows.
 
         Args:
-            safe_merge: Merge into a copy first and raise ``ValueError`` if it holds NaN or inf.
+            safe_merge: Build the merged weight on a copy and raise ``ValueError``, leaving the base weight
+                unchanged, if a merged row holds NaN or inf.
             adapter_names: The adapters to merge, defaults to the active ones.
         """
-        for adapter in check_adapters_to_merge(self, adapter_names):
-            if adapter not in self.keystone_delta:
-                continue
+        mine = [a for a in check_adapters_to_merge(self, adapter_names) if a in self.keystone_delta]
+        for adapter in mine:
             weight = self.get_base_weight()
-            delta = self.keystone_delta[adapter].detach().to(weight.dtype)
-            rows = self._rows(adapter, weight.device)
-            if safe_merge:
-                merged = weight.index_add(0, rows, delta)
-                if not torch.isfinite(merged).all():
-                    raise ValueError(
-                        f"NaNs detected in the merged weights. The adapter {adapter} seems to be broken"
-                    )
-                self.set_base_weight(merged)
+            if not safe_merge:
+                self._shift_rows(weight, adapter, +1, inplace=True)
             else:
-                weight.index_add_(0, rows, delta)
+                candidate = self._shift_rows(weight, adapter, +1, inplace=False)
+                bad = (~torch.isfinite(candidate[self._rows(adapter, weight.device)])).any(dim=1)
+                if bad.any():
+                    rows = self._rows(adapter, weight.device)[bad].tolist()
+                    raise ValueError(
+                        f"safe_merge: adapter {adapter!r} would write NaN/inf into weight rows {rows}; the "
+                        "base weight is left unchanged."
+                    )
+                self.set_base_weight(candidate)
             self.merged_adapters.append(adapter)
 
     def unmerge(self) -> None:
-        """Subtract every merged adapter's delta from the base weight rows again."""
-        if not self.merged:
-            warnings.warn("Already unmerged. Nothing to do.", stacklevel=2)
+        """Take every merged adapter's delta out of the base weight rows again, last merged first."""
+        if not self.merged_adapters:
+            warnings.warn(
+                "unmerge: no keystone adapter is merged into this layer, the weight is left as it is.",
+                stacklevel=2,
+            )
             return
-        while self.merged_adapters:
-            adapter = self.merged_adapters.pop()
+        for adapter in reversed(self.merged_adapters):
             if adapter in self.keystone_delta:
-                weight = self.get_base_weight()
-                delta = self.keystone_delta[adapter].detach().to(weight.dtype)
-                weight.index_add_(0, self._rows(adapter, weight.device), delta, alpha=-1)
+                self._shift_rows(self.get_base_weight(), adapter, -1, inplace=True)
+        self.merged_adapters.clear()
 
     def forward(self, x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        if self.disable_adapters:
-            if self.merged:
-                self.unmerge()
-            return self.base_layer(x, *args, **kwargs)
+        # A disabled layer must compute with the plain base weight, so merged deltas come out first.
+        if self.disable_adapters and self.merged:
+            self.unmerge()
         result = self.base_layer(x, *args, **kwargs)
-        if self.merged:
+        if self.disable_adapters or self.merged:
             return result
-        for adapter in self.active_adapters:
-            if adapter not in self.keystone_delta:
-                continue
+        for adapter in (a for a in self.active_adapters if a in self.keystone_delta):
             delta = self.keystone_delta[adapter]
             update = F.linear(self._cast_input_dtype(x, delta.dtype), delta)
             result = result.index_add(-1, self._rows(adapter, result.device), update.to(result.dtype))

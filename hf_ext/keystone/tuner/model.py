@@ -1,11 +1,13 @@
 """`KeystoneModel`: the PEFT tuner that wraps each module of a keystone set in a keystone ``Linear``.
 
 Importing this module registers the tuner with PEFT, so ``get_peft_model`` and ``PeftModel.from_pretrained``
-know the ``"KEYSTONE"`` adapter type. peft 0.21's ``register_peft_method`` refuses names that are not members
-of its closed ``PeftType`` enum; :func:`register_keystone_tuner` then fills the three tables that
-``register_peft_method`` itself fills (``PEFT_TYPE_TO_CONFIG_MAPPING``, ``PEFT_TYPE_TO_TUNER_MAPPING``,
-``PEFT_TYPE_TO_PREFIX_MAPPING``), keyed by a ``str`` enum value that compares like the name. No private
-attribute of peft is touched.
+know the ``"KEYSTONE"`` adapter type. PEFT's documented extension path, ``register_peft_method``, is
+always tried first. PEFT refuses it: in peft 0.21 that function accepts only members of the closed
+``PeftType`` enum (``ValueError: Unknown PEFT type KEYSTONE``), and PEFT offers no other route for a new
+adapter type. Only on that refusal does :func:`register_keystone_tuner` fill the three tables
+``register_peft_method`` fills (``PEFT_TYPE_TO_CONFIG_MAPPING``, ``PEFT_TYPE_TO_TUNER_MAPPING``,
+``PEFT_TYPE_TO_PREFIX_MAPPING``, public module attributes of ``peft.mapping``) under a ``str`` enum value
+that compares like the name; nothing else of peft is written.
 """
 
 from __future__ import annotations
@@ -72,17 +74,18 @@ class KeystoneModel(BaseTuner):
             )
             return
         new_module = Linear(target, adapter_name, rows, init_weights=peft_config.init_weights)
-        if adapter_name not in self.active_adapters:
-            new_module.requires_grad_(False)  # an added adapter is not trainable until it is activated
+        # A second adapter that wraps a module for the first time trains only once it is made active.
+        new_module.set_requires_grad(adapter_name, requires_grad=adapter_name in self.active_adapters)
         self._replace_module(parent, target_name, new_module, target)
 
 
 def register_keystone_tuner() -> None:
     """Make ``"KEYSTONE"`` a PEFT adapter type (idempotent); runs when this module is imported.
 
-    PEFT's public ``register_peft_method`` is tried first; on peft versions whose closed ``PeftType`` enum
-    refuses the name, the config, tuner and prefix tables are filled directly, exactly as that function
-    would fill them.
+    PEFT's own ``register_peft_method`` is called first. Only when it refuses the name with ``ValueError:
+    Unknown PEFT type KEYSTONE`` (peft 0.21: ``PeftType`` is a closed enum without that member) are the three
+    tables that function fills written here, with the same values: config class, tuner class and the
+    ``"keystone_"`` prefix. Any other error from PEFT propagates.
     """
     from peft.mapping import (
         PEFT_TYPE_TO_CONFIG_MAPPING,
@@ -100,12 +103,13 @@ def register_keystone_tuner() -> None:
                 prefix=KeystoneModel.prefix,
             )
             return
-        except ValueError:  # "Unknown PEFT type KEYSTONE, please add an entry to ... PeftType."
-            pass
-    # Also replaces a stale registration (a reloaded module's classes).
-    PEFT_TYPE_TO_PREFIX_MAPPING[PEFT_TYPE] = KeystoneModel.prefix  # type: ignore[index]
+        except ValueError as err:
+            if not str(err).startswith("Unknown PEFT type KEYSTONE"):
+                raise
+    # PEFT refused the name (closed enum), or this module was reloaded: the entries are ours to (re)write.
     PEFT_TYPE_TO_CONFIG_MAPPING[PEFT_TYPE] = KeystoneConfig  # type: ignore[index]
     PEFT_TYPE_TO_TUNER_MAPPING[PEFT_TYPE] = KeystoneModel  # type: ignore[index]
+    PEFT_TYPE_TO_PREFIX_MAPPING[PEFT_TYPE] = KeystoneModel.prefix  # type: ignore[index]
 
 
 register_keystone_tuner()
