@@ -43,14 +43,13 @@ class EchoCogVideoXAttnProcessor(RoutedAttention, CogVideoXAttnProcessor2_0):
     """EchoAttention (reconstructed; not verified against the paper) for CogVideoX joint text-video attention:
     dense, Sparse and Echo operators per head, text rows and columns kept dense.
 
-    Re-implements the projections, q/k norms and
-    RoPE of ``CogVideoXAttnProcessor2_0.__call__`` (diffusers 0.42.1) on the joint sequence ``[text T, video
-    S]``. Text queries and dense-routed heads attend densely to all keys (SDPA). For the video queries of
-    sparse/echo heads, the part over the ``T`` text keys is an exact dense partial (output and fp32
-    log-sum-exp) merged by the LSE rule into the block-sparse video-video result before the echo terms
-    [reconstructed]; budgets and FLOP fractions refer to the video-video part. A call where every head is
-    dense is the stock processor exactly;
-    an
+    Query, key and value of the joint sequence ``[text T, video S]`` come from the module's own
+    ``to_q``/``to_k``/``to_v``, ``norm_q``/``norm_k`` and diffusers' ``apply_rotary_emb`` (:meth:`qkv`), the
+    output goes through ``attn.to_out``; only the attention in between is ours. Text queries and dense-routed
+    heads attend densely to all keys (SDPA). For the video queries of sparse/echo heads, the part over the
+    ``T`` text keys is an exact dense partial (output and fp32 log-sum-exp) merged by the LSE rule into the
+    block-sparse video-video result before the echo terms [reconstructed]; budgets and FLOP fractions refer
+    to the video-video part. A call where every head is dense is the stock processor exactly; an
     ``attention_mask`` runs the stock processor (with a one-time warning).
 
     Args:
@@ -79,25 +78,28 @@ class EchoCogVideoXAttnProcessor(RoutedAttention, CogVideoXAttnProcessor2_0):
         text_len: int,
         image_rotary_emb: tuple[torch.Tensor, torch.Tensor] | None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Projections, q/k norms and RoPE (video tokens only) as in the stock processor.
+        """Query, key and value ``[B, H, T+S, D]`` of the joint sequence from the module's own projections.
 
-        Returns ``(query, key, value)``, each ``[B, H, T+S, D]``.
+        ``attn.to_q``/``to_k``/``to_v`` and the optional ``attn.norm_q``/``norm_k`` act on all tokens;
+        diffusers' ``apply_rotary_emb`` rotates the video tokens (positions ``text_len:``) only, since
+        ``image_rotary_emb`` holds one ``(cos, sin)`` row per video token.
         """
-        b = hidden_states.shape[0]
-        query, key, value = attn.to_q(hidden_states), attn.to_k(hidden_states), attn.to_v(hidden_states)
-        query, key, value = (
-            x.view(b, -1, attn.heads, x.shape[-1] // attn.heads).transpose(1, 2) for x in (query, key, value)
-        )
-        if attn.norm_q is not None:
-            query = attn.norm_q(query)
-        if attn.norm_k is not None:
-            key = attn.norm_k(key)
-        if image_rotary_emb is not None:
-            from diffusers.models.embeddings import apply_rotary_emb
+        from diffusers.models.embeddings import apply_rotary_emb
 
-            rope: Any = image_rotary_emb  # diffusers annotates the (cos, sin) pair as a 1-tuple
-            query[:, :, text_len:] = apply_rotary_emb(query[:, :, text_len:], rope)
-            key[:, :, text_len:] = apply_rotary_emb(key[:, :, text_len:], rope)
+        def heads_first(x: torch.Tensor) -> torch.Tensor:
+            return x.unflatten(-1, (attn.heads, -1)).transpose(1, 2)
+
+        query, key, value = (heads_first(proj(hidden_states)) for proj in (attn.to_q, attn.to_k, attn.to_v))
+        query, key = (
+            x if norm is None else norm(x) for x, norm in ((query, attn.norm_q), (key, attn.norm_k))
+        )
+        if image_rotary_emb is None:
+            return query, key, value
+        rope: Any = image_rotary_emb  # diffusers annotates the (cos, sin) pair as a 1-tuple
+        query, key = (
+            torch.cat([x[:, :, :text_len], apply_rotary_emb(x[:, :, text_len:], rope)], dim=2)
+            for x in (query, key)
+        )
         return query, key, value
 
     def __call__(  # type: ignore[override]  # the stock processor returns (video, text) but is typed Tensor
@@ -129,9 +131,8 @@ class EchoCogVideoXAttnProcessor(RoutedAttention, CogVideoXAttnProcessor2_0):
             return self._stock(*stock)
         self.current_layout(hidden_states.shape[1])
         text_len = encoder_hidden_states.shape[1]
-        x = torch.cat([encoder_hidden_states, hidden_states], dim=1)
-        b, n, _ = x.shape
-        query, key, value = self.qkv(attn, x, text_len, image_rotary_emb)
+        joint = torch.cat([encoder_hidden_states, hidden_states], dim=1)
+        query, key, value = self.qkv(attn, joint, text_len, image_rotary_emb)
         video = [t[:, :, text_len:] for t in (query, key, value)]
         self.record(
             *(t.transpose(1, 2) for t in video),
@@ -151,10 +152,8 @@ class EchoCogVideoXAttnProcessor(RoutedAttention, CogVideoXAttnProcessor2_0):
             vq, vk, vv = (t.transpose(1, 2) for t in video)
             out_v = self.run_routed(vq, vk, vv, routed, ops, budgets, extra=extra).transpose(1, 2)
             out = self.put_heads(out, routed, torch.cat([out_t, out_v.to(out_t.dtype)], 2), dim=1)
-        out = out.transpose(1, 2).reshape(b, n, -1)
-        out = attn.to_out[1](attn.to_out[0](out))
-        encoder_out, out = out.split([text_len, n - text_len], dim=1)
-        return out, encoder_out
+        out = attn.to_out[1](attn.to_out[0](out.transpose(1, 2).flatten(2)))
+        return out[:, text_len:], out[:, :text_len]
 
     def _stock(self, *args: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """The stock ``CogVideoXAttnProcessor2_0.__call__`` (returns ``(video, text)`` hidden states)."""

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 from diffusers.models.attention_dispatch import dispatch_attention_fn
+from diffusers.models.embeddings import apply_rotary_emb
 from diffusers.models.transformers.transformer_wan import WanAttnProcessor, _get_qkv_projections
 
 from hf_ext._registry import paper
@@ -20,12 +21,13 @@ from hf_ext.echo_attention.routed import DENSE, RoutedAttention
 class EchoWanAttnProcessor(RoutedAttention, WanAttnProcessor):
     """Wan self-attention served by dense, Sparse and Echo operators per head.
 
-    EchoAttention (reconstructed; not verified against the paper). Reuses the module's own projections,
-    q/k RMS norms and RoPE (re-implemented from ``WanAttnProcessor.__call__``, diffusers 0.42.1), then routes
-    each head (:class:`RoutedAttention`): dense heads call ``dispatch_attention_fn`` (the user's backend
-    applies), sparse and echo heads run :func:`~hf_ext.echo_attention.core.sparse_echo_attention`.
-    A call where every head is dense (``mode="dense"``, a dense layer, or a step before ``dense_first_steps``)
-    is the stock processor exactly.
+    EchoAttention (reconstructed; not verified against the paper). Query, key and value come from the
+    module's own parts: diffusers' ``_get_qkv_projections`` (fused or not), ``attn.norm_q``/``attn.norm_k``
+    and diffusers' ``apply_rotary_emb`` on Wan's ``(cos, sin)`` pair; the output goes through
+    ``attn.to_out``. Only the attention in between is ours: each head is routed (:class:`RoutedAttention`),
+    dense heads call ``dispatch_attention_fn`` (the user's backend applies), sparse and echo heads run
+    :func:`~hf_ext.echo_attention.core.sparse_echo_attention`. A call where every head is dense
+    (``mode="dense"``, a dense layer, or a step before ``dense_first_steps``) is the stock processor exactly.
 
     Args:
         config: The method settings.
@@ -49,12 +51,18 @@ class EchoWanAttnProcessor(RoutedAttention, WanAttnProcessor):
     def qkv(
         self, attn: Any, hidden_states: torch.Tensor, rotary_emb: tuple[torch.Tensor, torch.Tensor] | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Projections, q/k norms, head split and RoPE as in ``WanAttnProcessor``: ``[B, S, H, D]`` each."""
+        """Query, key and value ``[B, S, H, D]`` from the module's projections, q/k norms and Wan's RoPE.
+
+        ``rotary_emb`` is Wan's ``(cos, sin)``, each ``[1, S, 1, D]`` with every frequency repeated for the
+        two members of a channel pair, the layout diffusers' ``apply_rotary_emb`` (``use_real``, pairs on
+        the last axis) rotates.
+        """
         query, key, value = _get_qkv_projections(attn, hidden_states, None)  # type: ignore[arg-type]
         query, key = attn.norm_q(query), attn.norm_k(key)
         query, key, value = (x.unflatten(2, (attn.heads, -1)) for x in (query, key, value))
         if rotary_emb is not None:
-            query, key = _rope(query, *rotary_emb), _rope(key, *rotary_emb)
+            freqs = tuple(f[0, :, 0] for f in rotary_emb)  # [S, D] each
+            query, key = (apply_rotary_emb(x, freqs, sequence_dim=1) for x in (query, key))
         return query, key, value
 
     def __call__(
@@ -95,13 +103,3 @@ class EchoWanAttnProcessor(RoutedAttention, WanAttnProcessor):
             out = self.put_heads(out, routed, self.run_routed(query, key, value, routed, ops, budgets))
         hidden_states = out.flatten(2, 3).type_as(query)
         return attn.to_out[1](attn.to_out[0](hidden_states))
-
-
-def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Wan's interleaved rotary embedding (``apply_rotary_emb`` inside ``WanAttnProcessor.__call__``)."""
-    x1, x2 = x.unflatten(-1, (-1, 2)).unbind(-1)
-    c, s = cos[..., 0::2], sin[..., 1::2]
-    out = torch.empty_like(x)
-    out[..., 0::2] = x1 * c - x2 * s
-    out[..., 1::2] = x1 * s + x2 * c
-    return out.type_as(x)

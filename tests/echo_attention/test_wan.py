@@ -52,7 +52,7 @@ def test_dense_routing_and_full_budget_match_stock(dit):
         handle.remove()
 
 
-def test_forced_dense_heads_use_the_reimplemented_projection_path(dit, route_all):
+def test_forced_dense_heads_through_the_module_projections_match_stock(dit, route_all):
     from hf_ext import apply_echo_attention
 
     x, t, txt = _inputs()
