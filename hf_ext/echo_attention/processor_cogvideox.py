@@ -96,11 +96,12 @@ class EchoCogVideoXAttnProcessor(RoutedAttention, CogVideoXAttnProcessor2_0):
         if image_rotary_emb is None:
             return query, key, value
         rope: Any = image_rotary_emb  # diffusers annotates the (cos, sin) pair as a 1-tuple
-        query, key = (
-            torch.cat([x[:, :, :text_len], apply_rotary_emb(x[:, :, text_len:], rope)], dim=2)
-            for x in (query, key)
-        )
-        return query, key, value
+
+        def with_rope(x: torch.Tensor) -> torch.Tensor:
+            video: Any = apply_rotary_emb(x[:, :, text_len:], rope)  # annotated as a pair, returns one tensor
+            return torch.cat([x[:, :, :text_len], video], dim=2)
+
+        return with_rope(query), with_rope(key), value
 
     def __call__(  # type: ignore[override]  # the stock processor returns (video, text) but is typed Tensor
         self,

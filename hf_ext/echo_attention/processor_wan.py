@@ -61,7 +61,7 @@ class EchoWanAttnProcessor(RoutedAttention, WanAttnProcessor):
         query, key = attn.norm_q(query), attn.norm_k(key)
         query, key, value = (x.unflatten(2, (attn.heads, -1)) for x in (query, key, value))
         if rotary_emb is not None:
-            freqs = tuple(f[0, :, 0] for f in rotary_emb)  # [S, D] each
+            freqs: Any = tuple(f[0, :, 0] for f in rotary_emb)  # [S, D] each; diffusers types it a 1-tuple
             query, key = (apply_rotary_emb(x, freqs, sequence_dim=1) for x in (query, key))
         return query, key, value
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -66,6 +66,10 @@ class KeystoneLayer(BaseTunerLayer):
         self._move_adapter_to_device_of_base_layer(adapter_name)
         self.set_adapter(self.active_adapters, inference_mode=inference_mode)
 
+    def _weight(self) -> torch.Tensor:
+        """The wrapped ``nn.Linear``'s weight tensor, ``(out_features, in_features)`` (never quantized)."""
+        return cast(torch.Tensor, self.get_base_layer().weight).data
+
     def _rows(self, adapter: str, device: torch.device) -> torch.Tensor:
         rows = self.keystone_rows[adapter]
         if rows.device != device:
@@ -122,7 +126,7 @@ class Linear(nn.Module, KeystoneLayer):
         """
         mine = [a for a in check_adapters_to_merge(self, adapter_names) if a in self.keystone_delta]
         for adapter in mine:
-            weight = self.get_base_weight()
+            weight = self._weight()
             if not safe_merge:
                 self._shift_rows(weight, adapter, +1, inplace=True)
             else:
@@ -134,7 +138,7 @@ class Linear(nn.Module, KeystoneLayer):
                         f"safe_merge: adapter {adapter!r} would write NaN/inf into weight rows {rows}; the "
                         "base weight is left unchanged."
                     )
-                self.set_base_weight(candidate)
+                self.get_base_layer().weight.data = candidate
             self.merged_adapters.append(adapter)
 
     def unmerge(self) -> None:
@@ -147,7 +151,7 @@ class Linear(nn.Module, KeystoneLayer):
             return
         for adapter in reversed(self.merged_adapters):
             if adapter in self.keystone_delta:
-                self._shift_rows(self.get_base_weight(), adapter, -1, inplace=True)
+                self._shift_rows(self._weight(), adapter, -1, inplace=True)
         self.merged_adapters.clear()
 
     def forward(self, x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
