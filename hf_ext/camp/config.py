@@ -19,7 +19,8 @@ class CAMPConfig(DPOConfig):
 
     Everything from ``trl.DPOConfig`` applies; CAMP needs the plain DPO sigmoid loss, so ``loss_type`` must
     stay ``["sigmoid"]`` with ``f_divergence_type="reverse_kl"``, ``use_weighting=False``,
-    ``label_smoothing=0`` and ``loss_weights`` unset or ``[1.0]``. The loss form and every default below are a
+    ``label_smoothing=0``, ``loss_weights`` unset or ``[1.0]`` and ``ld_alpha`` unset (the conflict loss reads
+    token-summed log-probs). The loss form and every default below are a
     **reconstruction** from the paper's abstract.
 
     Args:
@@ -129,6 +130,11 @@ class CAMPConfig(DPOConfig):
             raise ValueError(
                 f"`label_smoothing` must be 0 for CAMP (trl's sigmoid loss ignores it), "
                 f"got {self.label_smoothing!r}."
+            )
+        if self.ld_alpha is not None:
+            raise ValueError(
+                f"`ld_alpha` must be None for CAMP, got {self.ld_alpha!r}: the CAMP loss is built on the "
+                "token-summed log-ratios."
             )
         check_choice("camp_mode", self.camp_mode, MODES)
         check_choice("conflict_rule", self.conflict_rule, CONFLICT_RULES)

@@ -1,19 +1,28 @@
 """``CAMPTrainer``: trl's ``DPOTrainer`` with CAMP's conflict-aware per-pair margin or weight.
 
-trl 1.16 has no per-pair loss hook, so this overrides the private ``DPOTrainer._compute_loss``: the policy
-log-prob block and the metric logging are copied from trl 1.16.0 (the reference log-probs reuse trl's own
-``compute_ref_log_probs``), and only the loss line differs. A version guard, a source-hash test and a parity
-test against stock ``loss_type="sigmoid"`` catch any change in trl.
+trl's DPO loss is a batch mean of one fixed function of ``z = beta * delta``; the only per-pair input a
+subclass can set is the reference log-probs. CAMP hooks in there, and repeats none of trl's code:
+
+- The margin is a shift of the reference: ``-log sigmoid(z - m)`` is trl's ``loss_type="sigmoid"`` with
+  ``ref_chosen_logps + m / beta``. ``compute_loss`` hands trl these shifted reference log-probs the way it
+  takes precomputed ones (from trl's ``compute_ref_log_probs`` unless the dataset carries them), so trl's own
+  loss code computes the one-sided margin loss.
+- The soft-label loss of conflict pairs (minimal at ``z = m``) and the weight mode (a per-pair weight) cannot
+  come from shifting ``z``, and trl has no per-pair label or weight. They are added as the correction
+  ``mean(camp_loss_i + log sigmoid(z_i - m_i))``, with ``z`` from the policy log-probs of trl's own forward,
+  read by a forward hook on the model (no second forward). It is zero on every pair whose CAMP loss is the
+  one-sided margin loss.
 """
 
 from __future__ import annotations
 
-import inspect
+import contextlib
 import logging
-import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from accelerate.utils import is_peft_model
 from datasets import Dataset
 from trl import DPOTrainer
@@ -23,18 +32,10 @@ from trl.trainer.utils import get_config_model_id
 from hf_ext._registry import paper
 from hf_ext.camp.collator import DataCollatorForCAMP
 from hf_ext.camp.config import CAMPConfig
-from hf_ext.camp.core import camp_loss
+from hf_ext.camp.core import camp_conflict, camp_loss, camp_margin
 from hf_ext.camp.data import validate_camp_dataset
 
 logger = logging.getLogger(__name__)
-
-_EXPECTED_SIGNATURE = "(self, model, inputs, return_outputs)"
-if (
-    str(inspect.signature(DPOTrainer._compute_loss)) != _EXPECTED_SIGNATURE
-):  # pragma: no cover - version guard
-    import trl
-
-    raise ImportError(f"hf_ext CAMPTrainer supports trl 1.16.x; found {trl.__version__}")
 
 
 class CAMPTrainer(DPOTrainer):
@@ -51,10 +52,18 @@ class CAMPTrainer(DPOTrainer):
     (normalised gaps in [-1, 1], e.g. from :func:`hf_ext.camp.data.ultrafeedback_to_camp`) and optionally
     a conflict column. Works with an explicit ``ref_model``, ``precompute_ref_log_probs=True`` and PEFT
     adapters (reference = adapter disabled), gradient accumulation, ``save_model`` and checkpoint resume.
-    Besides trl's usual metrics it logs ``camp/conflict_frac``, ``camp/margin_mean`` (margin mode),
-    ``camp/weight_mean`` (weight mode), and ``rewards/margins_conflict`` / ``rewards/margins_consistent``
-    (mean ``beta * delta`` over pairs with ``c >= 0.5`` / ``c < 0.5``; skipped for a batch where a group is
-    empty).
+
+    How it hooks trl (no trl code is repeated): ``compute_loss`` passes trl's ``DPOTrainer.compute_loss`` the
+    reference log-probs of the batch with ``m / beta`` added to the chosen side, so trl's sigmoid loss is the
+    one-sided margin loss ``-log sigmoid(z - m)``. The soft-label conflict loss and the weight mode have no
+    such form in trl; they are added as ``mean(camp_loss_i + log sigmoid(z_i - m_i))``, with ``z`` from the
+    policy log-probs of trl's forward (a forward hook; the model is not run twice). The total is
+    :func:`hf_ext.camp.core.camp_loss` (plus trl's MoE auxiliary loss, if any).
+
+    trl's ``rewards/*`` keep their DPO meaning (the shift is taken back out of them). Besides them it logs
+    ``camp/conflict_frac``, ``camp/margin_mean`` (margin mode), ``camp/weight_mean`` (weight mode), and
+    ``rewards/margins_conflict`` / ``rewards/margins_consistent`` (mean ``beta * delta`` over pairs with
+    ``c >= 0.5`` / ``c < 0.5``; skipped for a batch where a group is empty).
 
     Args:
         model: As in ``DPOTrainer``.
@@ -144,7 +153,7 @@ class CAMPTrainer(DPOTrainer):
 
     def _validate(self, name: str, dataset: Any, args: CAMPConfig) -> None:
         if not isinstance(dataset, Dataset) or args.camp_mode == "off":
-            return  # IterableDataset: the keys are checked per batch in `_compute_loss`
+            return  # IterableDataset: the keys are checked per batch in `compute_loss`
         needs_gaps = args.truth_margin_key in self._required_keys(args)
         try:
             stats = validate_camp_dataset(
@@ -171,11 +180,21 @@ class CAMPTrainer(DPOTrainer):
             model, {k: v for k, v in inputs.items() if k not in self._camp_keys}
         )
 
-    def _compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool) -> Any:
+    def compute_loss(
+        self,
+        model: Any,
+        inputs: dict[str, Any],
+        return_outputs: bool = False,
+        num_items_in_batch: Any = None,
+    ) -> Any:
+        """trl's DPO loss against the margin-shifted reference plus CAMP's correction (module docstring).
+
+        Returns the scalar loss, or ``(loss, outputs)`` with trl's outputs when ``return_outputs``.
+        """
         camp = {k: inputs[k] for k in self._camp_keys if k in inputs}
         inputs = {k: v for k, v in inputs.items() if k not in self._camp_keys}
         if self.args.camp_mode == "off":
-            return super()._compute_loss(model, inputs, return_outputs)
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         missing = [k for k in self._required_keys(self.args) if k not in camp]
         if missing:
             raise ValueError(
@@ -183,138 +202,86 @@ class CAMPTrainer(DPOTrainer):
                 "`ultrafeedback_to_camp`) and, with a custom `data_collator`, emit them as float tensors "
                 "of shape [B]."
             )
-        mode = "train" if model.training else "eval"
-
-        # --- copied from trl 1.16.0 DPOTrainer._compute_loss: policy log-probs ---
-        _non_model_keys = {"completion_mask", "ref_chosen_logps", "ref_rejected_logps"}
-        model_kwargs = {k: v for k, v in inputs.items() if k not in _non_model_keys}
-        model_kwargs["use_cache"] = False
-        if self.aux_loss_enabled:
-            model_kwargs["output_router_logits"] = True
-        completion_mask = inputs["completion_mask"]
-        shift_completion_mask = completion_mask[..., 1:]
-        labels = inputs["input_ids"].masked_fill(completion_mask == 0, -100)
-        outputs = model(**model_kwargs, labels=labels, fused_lm_head=True)
-        seq_len = shift_completion_mask.size(1)
-        per_token_logps = outputs.log_probs[:, -seq_len:]
-        if self.ld_alpha is None:
-            logps = per_token_logps.sum(dim=1)
-        else:
-            comp_pos = shift_completion_mask.cumsum(dim=1)
-            comp_lens = shift_completion_mask.sum(dim=1).long()
-            chosen_lens, rejected_lens = comp_lens.chunk(2, dim=0)
-            shared_lens = torch.minimum(chosen_lens, rejected_lens)
-            shared_lens = torch.cat([shared_lens, shared_lens], dim=0).to(self.accelerator.device)
-            shared_mask = (comp_pos > 0) & (comp_pos <= shared_lens.unsqueeze(1))
-            tail_mask = comp_pos > shared_lens.unsqueeze(1)
-            logps = (per_token_logps * shared_mask).sum(dim=1) + self.ld_alpha * (
-                per_token_logps * tail_mask
-            ).sum(dim=1)
-        chosen_logps, rejected_logps = logps.chunk(2, dim=0)  # batch is [chosen, rejected]
-
-        # Reference log-probs: precomputed columns, or trl's helper (explicit ref model / PEFT adapter off).
-        if self.precompute_ref_logps:
-            ref_chosen_logps, ref_rejected_logps = inputs["ref_chosen_logps"], inputs["ref_rejected_logps"]
-        else:
-            ref = self.ref_model if self.ref_model is not None else self.model
-            ref_chosen_logps, ref_rejected_logps = self.compute_ref_log_probs(ref, inputs)
-        chosen_logratios = chosen_logps - ref_chosen_logps
-        rejected_logratios = rejected_logps - ref_rejected_logps
-
-        # --- CAMP: the only line that differs from trl's sigmoid branch ---
         args = self.args
-        loss, aux = camp_loss(
-            chosen_logratios,
-            rejected_logratios,
-            camp.get(args.truth_margin_key),
-            camp.get(args.help_margin_key),
+        truth, helpful = camp.get(args.truth_margin_key), camp.get(args.help_margin_key)
+        if args.conflict_key is not None:
+            conflict = camp[args.conflict_key]
+        else:  # the gaps are required then
+            conflict = camp_conflict(
+                camp[args.truth_margin_key],
+                camp[args.help_margin_key],
+                rule=args.conflict_rule,
+                kappa=args.camp_kappa,
+            )
+
+        if self.precompute_ref_logps:
+            ref_chosen, ref_rejected = inputs["ref_chosen_logps"], inputs["ref_rejected_logps"]
+        else:  # explicit reference model, or the PEFT adapter switched off (trl's helper handles both)
+            ref = self.ref_model if self.ref_model is not None else self.model
+            ref_chosen, ref_rejected = self.compute_ref_log_probs(ref, inputs)
+        margin = None
+        shifted_chosen = ref_chosen
+        if args.camp_mode == "margin":
+            margin = camp_margin(
+                camp[args.truth_margin_key],
+                camp[args.help_margin_key],
+                conflict,
+                gamma=args.camp_gamma,
+                weights=args.camp_weights,
+            )
+            shifted_chosen = ref_chosen + margin.to(ref_chosen.dtype) / self.beta
+        inputs = {**inputs, "ref_chosen_logps": shifted_chosen, "ref_rejected_logps": ref_rejected}
+        with _first_forward_output(model) as policy_outputs, self._reference_from_batch():
+            result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+        policy_logps = _completion_logps(policy_outputs[0], inputs["completion_mask"])
+        chosen_logps, rejected_logps = policy_logps.chunk(2)  # the batch is [chosen rows, rejected rows]
+        _, aux = camp_loss(
+            chosen_logps - ref_chosen,
+            rejected_logps - ref_rejected,
+            truth,
+            helpful,
             beta=self.beta,
             mode=args.camp_mode,
             gamma=args.camp_gamma,
             weights=args.camp_weights,
-            rule=args.conflict_rule,
-            kappa=args.camp_kappa,
             conflict_loss=args.camp_conflict_loss,
             conflict_weight=args.camp_conflict_weight,
-            conflict=camp.get(args.conflict_key) if args.conflict_key else None,
+            conflict=conflict,
         )
+        # Zero on pairs whose CAMP loss is the one-sided margin loss trl just computed.
+        correction = (aux["per_pair_loss"] + F.logsigmoid(aux["logits"] - aux["margin"])).mean()
 
-        if self.aux_loss_enabled:
-            aux_loss = outputs.aux_loss
-            loss = loss + self.router_aux_loss_coef * aux_loss
-            self._metrics[mode]["aux_loss"].append(
-                self.accelerator.gather_for_metrics(aux_loss).mean().item()
-            )
-        self._log_dpo_metrics(
-            mode, inputs, outputs, shift_completion_mask, chosen_logratios, rejected_logratios, logps
-        )
+        mode = "train" if model.training else "eval"
+        if margin is not None:
+            self._unshift_reward_metrics(mode, margin, aux["logits"])
         self._log_camp_metrics(mode, aux)
-
         if return_outputs:
-            warnings.warn(
-                "`return_outputs=True` is deprecated in trl 1.16 and recomputes the logits with an extra "
-                "forward.",
-                FutureWarning,
-                stacklevel=2,
-            )
-            with torch.no_grad():
-                outputs = model(**model_kwargs)
-        return (loss, outputs) if return_outputs else loss
+            loss, outputs = result
+            return loss + correction, outputs
+        return result + correction
 
-    def _log_dpo_metrics(
-        self,
-        mode: str,
-        inputs: dict[str, Any],
-        outputs: Any,
-        shift_completion_mask: torch.Tensor,
-        chosen_logratios: torch.Tensor,
-        rejected_logratios: torch.Tensor,
-        logps: torch.Tensor,
-    ) -> None:
-        """trl 1.16.0's DPO metrics, copied from ``DPOTrainer._compute_loss`` (same keys, same values)."""
-        gather, gather_m, metrics = (
-            self.accelerator.gather,
-            self.accelerator.gather_for_metrics,
-            self._metrics[mode],
-        )
-        seq_len = shift_completion_mask.size(1)
-        mask = shift_completion_mask
-        entropy_sum = gather_m((outputs.entropy[:, -seq_len:].detach() * mask).sum()).sum()
-        total_tokens = gather_m(mask.sum()).sum()
-        metrics["entropy"].append((entropy_sum / total_tokens).item() if total_tokens > 0 else 0.0)
-        if mode == "train":
-            num_tokens_in_batch = gather_m(inputs["attention_mask"].sum()).sum().item()
-            self._total_train_tokens += num_tokens_in_batch // self._tp_size
-        metrics["num_tokens"] = [self._total_train_tokens]
+    @contextlib.contextmanager
+    def _reference_from_batch(self) -> Iterator[None]:
+        """Make trl read the reference log-probs from the batch, as with ``precompute_ref_log_probs=True``."""
+        precompute = self.precompute_ref_logps
+        self.precompute_ref_logps = True
+        try:
+            yield
+        finally:
+            self.precompute_ref_logps = precompute
 
-        chosen_mean_logits, rejected_mean_logits = outputs.mean_logits[:, -seq_len:].chunk(2, dim=0)
-        chosen_mask, rejected_mask = mask.chunk(2, dim=0)
-        for name, mean_logits, side_mask in (
-            ("chosen", chosen_mean_logits, chosen_mask),
-            ("rejected", rejected_mean_logits, rejected_mask),
-        ):
-            total_logits = gather_m(mean_logits[side_mask.bool()].sum()).sum().item()
-            total = gather_m(side_mask.sum()).sum().item()
-            metrics[f"logits/{name}"].append(total_logits / total if total > 0 else 0.0)
+    def _unshift_reward_metrics(self, mode: str, margin: torch.Tensor, logits: torch.Tensor) -> None:
+        """trl scored ``rewards/*`` against the shifted reference; undo the shift so they keep DPO's meaning.
 
-        chosen_is_top1, _ = outputs.is_top1[:, -seq_len:].chunk(2, dim=0)
-        correct_tokens = gather_m((chosen_is_top1 & chosen_mask.bool()).sum())
-        total_sum = gather_m(chosen_mask.sum()).sum()
-        metrics["mean_token_accuracy"].append(
-            (correct_tokens.sum() / total_sum).item() if total_sum > 0 else 0.0
-        )
-
-        chosen_rewards = self.beta * chosen_logratios.detach()
-        rejected_rewards = self.beta * rejected_logratios.detach()
-        metrics["rewards/chosen"].append(gather(chosen_rewards).mean().item())
-        metrics["rewards/rejected"].append(gather(rejected_rewards).mean().item())
-        metrics["rewards/accuracies"].append(
-            gather((chosen_rewards > rejected_rewards).float()).mean().item()
-        )
-        metrics["rewards/margins"].append(gather(chosen_rewards - rejected_rewards).mean().item())
-        chosen_logps, rejected_logps = logps.chunk(2, dim=0)
-        metrics["logps/chosen"].append(gather(chosen_logps).mean().item())
-        metrics["logps/rejected"].append(gather(rejected_logps).mean().item())
+        ``rewards/chosen`` and ``rewards/margins`` get ``mean(m)`` back; ``rewards/accuracies`` becomes the
+        share of pairs with ``beta * delta > 0`` (trl's value was the share past the margin).
+        """
+        gather, metrics = self.accelerator.gather, self._metrics[mode]
+        mean_margin = gather(margin.detach()).mean().item()
+        metrics["rewards/chosen"][-1] += mean_margin
+        metrics["rewards/margins"][-1] += mean_margin
+        metrics["rewards/accuracies"][-1] = gather((logits.detach() > 0).float()).mean().item()
 
     def _log_camp_metrics(self, mode: str, aux: dict[str, torch.Tensor]) -> None:
         """``camp/*`` and the reward margins of conflict vs consistent pairs (skipped for an absent group)."""
@@ -340,3 +307,29 @@ def _named(eval_dataset: Any) -> list[tuple[str, Any]]:
     if isinstance(eval_dataset, dict):
         return [(f"eval_dataset[{k!r}]", v) for k, v in eval_dataset.items()]
     return [("eval_dataset", eval_dataset)]
+
+
+@contextlib.contextmanager
+def _first_forward_output(model: torch.nn.Module) -> Iterator[list[Any]]:
+    """Collect the output of the first forward of ``model`` inside the block: trl's policy forward."""
+    outputs: list[Any] = []
+
+    def keep_first(module: torch.nn.Module, args: Any, output: Any) -> None:
+        if not outputs:
+            outputs.append(output)
+
+    handle = model.register_forward_hook(keep_first)
+    try:
+        yield outputs
+    finally:
+        handle.remove()
+
+
+def _completion_logps(outputs: Any, completion_mask: torch.Tensor) -> torch.Tensor:
+    """Token-summed completion log-probs, shape ``[2B]`` (chosen rows, then rejected), in nats.
+
+    ``outputs.log_probs`` (trl's fused LM head) holds each next token's log-prob, shape ``[2B, T - 1]``, or
+    more columns when prompt-learning PEFT prepends virtual tokens: the last ``T - 1`` are the text.
+    """
+    mask = completion_mask[:, 1:]
+    return (outputs.log_probs[:, -mask.size(1) :] * mask).sum(dim=1)

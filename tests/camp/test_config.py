@@ -37,6 +37,7 @@ def test_defaults() -> None:
             "`f_divergence_type` must be one of 'reverse_kl', got 'js_divergence'",
         ),
         ({"label_smoothing": 0.1}, "`label_smoothing` must be 0 for CAMP .* got 0.1"),
+        ({"ld_alpha": 0.5}, "`ld_alpha` must be None for CAMP, got 0.5"),
         ({"camp_mode": "beta"}, "`camp_mode` must be one of 'margin', 'weight', 'off', got 'beta'"),
         ({"conflict_rule": "xor"}, "`conflict_rule` must be one of .* got 'xor'"),
         (
