@@ -27,7 +27,7 @@ from accelerate.utils import is_peft_model
 from datasets import Dataset
 from trl import DPOTrainer
 from trl.trainer.dpo_trainer import DataCollatorForPreference
-from trl.trainer.utils import get_config_model_id
+from trl.trainer.utils import get_config_model_id, selective_log_softmax
 
 from hf_ext._registry import paper
 from hf_ext.camp.collator import DataCollatorForCAMP
@@ -234,7 +234,7 @@ class CAMPTrainer(DPOTrainer):
         with _first_forward_output(model) as policy_outputs, self._reference_from_batch():
             result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
-        policy_logps = _completion_logps(policy_outputs[0], inputs["completion_mask"])
+        policy_logps = _completion_logps(policy_outputs[0], inputs["input_ids"], inputs["completion_mask"])
         chosen_logps, rejected_logps = policy_logps.chunk(2)  # the batch is [chosen rows, rejected rows]
         _, aux = camp_loss(
             chosen_logps - ref_chosen,
@@ -325,11 +325,16 @@ def _first_forward_output(model: torch.nn.Module) -> Iterator[list[Any]]:
         handle.remove()
 
 
-def _completion_logps(outputs: Any, completion_mask: torch.Tensor) -> torch.Tensor:
+def _completion_logps(outputs: Any, input_ids: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
     """Token-summed completion log-probs, shape ``[2B]`` (chosen rows, then rejected), in nats.
 
-    ``outputs.log_probs`` (trl's fused LM head) holds each next token's log-prob, shape ``[2B, T - 1]``, or
-    more columns when prompt-learning PEFT prepends virtual tokens: the last ``T - 1`` are the text.
+    trl >= 1.15 asks for ``outputs.log_probs`` (its fused LM head), each next token's log-prob, shape
+    ``[2B, T - 1]``; earlier releases get ``outputs.logits``, shape ``[2B, T, V]``. Prompt-learning PEFT
+    prepends virtual positions to either, so the last positions are the text's.
     """
     mask = completion_mask[:, 1:]
-    return (outputs.log_probs[:, -mask.size(1) :] * mask).sum(dim=1)
+    per_token = getattr(outputs, "log_probs", None)
+    if per_token is None:
+        logits = outputs.logits[:, -input_ids.size(1) : -1]
+        per_token = selective_log_softmax(logits, input_ids[:, 1:])
+    return (per_token[:, -mask.size(1) :] * mask).sum(dim=1)

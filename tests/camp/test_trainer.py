@@ -274,6 +274,30 @@ def test_loss_and_gradients_match_core_camp_loss(
                     param -= 10.0 * grads[name]
 
 
+def test_completion_logps_from_log_probs_or_logits() -> None:
+    """The policy log-probs read from trl's forward: per-token ``log_probs`` (trl >= 1.15) or ``logits``.
+
+    One row of 3 tokens, completion = the last 2; vocabulary of 2 with logits (0, 0), then (0, log 3): the
+    completion tokens 1 and 0 have log-probs log(1/2) and log(1/4). Prompt-learning PEFT's 2 virtual positions
+    in front are ignored.
+    """
+    from types import SimpleNamespace
+
+    import torch
+
+    from hf_ext.trl.camp.trainer import _completion_logps
+
+    ids, completion = torch.tensor([[0, 1, 0]]), torch.tensor([[0, 1, 1]])
+    virtual = torch.full((1, 2, 2), 9.0)
+    logits = torch.tensor([[[0.0, 0.0], [0.0, math.log(3)], [5.0, 5.0]]])
+    expected = math.log(1 / 2) + math.log(1 / 4)
+    from_logits = _completion_logps(SimpleNamespace(logits=torch.cat([virtual, logits], 1)), ids, completion)
+    assert from_logits.tolist() == pytest.approx([expected])
+    log_probs = torch.tensor([[7.0, 7.0, math.log(1 / 2), math.log(1 / 4)]])
+    from_log_probs = _completion_logps(SimpleNamespace(log_probs=log_probs), ids, completion)
+    assert from_log_probs.tolist() == pytest.approx([expected])
+
+
 def test_gradient_accumulation_matches_large_batch(
     tok: Any, make_model: Any, camp_dataset: Any, make_args: Any
 ) -> None:
