@@ -14,7 +14,7 @@ from functools import cache
 # extra -> [(distribution, lowest supported version, first unsupported version or None)]
 EXTRAS: dict[str, list[tuple[str, str, str | None]]] = {
     "transformers": [("transformers", "5.24", "6")],
-    "trl": [("trl", "1.16", "1.17"), ("transformers", "5.24", "6"), ("datasets", "3.0", None)],
+    "trl": [("trl", "1.11", "1.17"), ("transformers", "5.24", "6"), ("datasets", "3.0", None)],
     "peft": [("peft", "0.21.0", "0.22"), ("transformers", "5.24", "6")],
     "diffusers": [("diffusers", "0.41.0", "0.43"), ("transformers", "5.24", "6")],
     "timm": [("timm", "1.0.31", "1.1")],

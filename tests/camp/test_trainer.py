@@ -285,7 +285,7 @@ def test_completion_logps_from_log_probs_or_logits() -> None:
 
     import torch
 
-    from hf_ext.trl.camp.trainer import _completion_logps
+    from hf_ext.camp.trainer import _completion_logps
 
     ids, completion = torch.tensor([[0, 1, 0]]), torch.tensor([[0, 1, 1]])
     virtual = torch.full((1, 2, 2), 9.0)
