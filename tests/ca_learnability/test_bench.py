@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from hf_ext.testing import requires
 
 pytestmark = requires("sklearn")
 
 from benchmarks.ca_learnability import bench  # noqa: E402
-from benchmarks.ca_learnability.bench import HEADLINE_ARCH, METHOD, Plan, _plan, grid, run  # noqa: E402
+from benchmarks.ca_learnability.bench import HEADLINE_ARCH, METHOD, Plan, _plan, grid  # noqa: E402
 from benchmarks.ca_learnability.tables import cv_r2  # noqa: E402
 from benchmarks.harness import check_slice  # noqa: E402
 
@@ -22,8 +23,9 @@ def test_cv_r2_of_an_exact_linear_law() -> None:
     assert math.isnan(cv_r2(X[:3], np.ones(3), seed=0))
 
 
-def test_quick_report() -> None:
-    report = run(quick=True, seed=0)
+@pytest.mark.slow
+def test_quick_report(quick_report) -> None:
+    report = quick_report("ca_learnability")
     check_slice(report.settings, grid(), method="ca_learnability")
     h = report.headline
     assert h.figure == "abs_rho" and h.higher_is_better

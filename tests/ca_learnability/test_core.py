@@ -123,6 +123,7 @@ def test_sensitivity_equals_flip_counting(n: int) -> None:
     assert np.allclose(influences(spec), flips)
 
 
+@pytest.mark.slow
 def test_junta_profile_hand_values() -> None:
     centre = fourier_spectrum(_table(lambda b: b[4], 9))
     corner = fourier_spectrum(_table(lambda b: b[0], 9))

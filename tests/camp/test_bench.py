@@ -104,11 +104,11 @@ def test_grid_is_the_task_the_run_builds() -> None:
 
 
 @pytest.mark.slow
-def test_quick_benchmark_report_and_plot(tmp_path: Any) -> None:
-    from benchmarks.camp.bench import grid, plot, run
+def test_quick_benchmark_report_and_plot(quick_report: Any, tmp_path: Any) -> None:
+    from benchmarks.camp.bench import grid, plot
     from benchmarks.harness import check_slice
 
-    report = run(quick=True, seed=0)
+    report = quick_report("camp")
     check_slice(report.settings, grid(), method="camp")
     assert [r["system"] for r in report.rows] == ["sft", "dpo", "camp"]
     assert report.headline.figure == "fabrication" and not report.headline.higher_is_better

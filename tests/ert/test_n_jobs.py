@@ -17,6 +17,7 @@ def _data() -> tuple[np.ndarray, np.ndarray]:
     return x, covered
 
 
+@pytest.mark.slow
 def test_estimator_functional_and_metric_two_workers_equal_one() -> None:
     import torch
 

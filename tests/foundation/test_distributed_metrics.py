@@ -157,6 +157,7 @@ def test_every_registered_metric_has_a_case():
     assert set(_registered_metrics()) == set(CASES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_two_processes_with_uneven_shards_match_one(name, per_rank, single):
     assert single[name], f"{name} computed nothing"

@@ -186,6 +186,7 @@ def _train_on_rank(rank: int, name: str, output_dir: str) -> tuple[list[float], 
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name", [pytest.param(name, marks=requires(*extras)) for name, (extras, _) in sorted(TRAINERS.items())]
 )

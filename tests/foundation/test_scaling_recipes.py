@@ -32,6 +32,7 @@ def test_every_documented_config_ships():
     assert CONFIGS and all(f"examples/accelerate/{p.name}" in text for p in CONFIGS)
 
 
+@pytest.mark.slow
 @requires("trl")
 @pytest.mark.distributed
 def test_torchrun_runs_the_example_on_two_cpu_processes(tmp_path):

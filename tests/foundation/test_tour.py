@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.harness import check_slice
 from hf_ext._registry import methods
-from hf_ext.cli import _unmet_extras, bench_module, run_bench
+from hf_ext.cli import _unmet_extras, bench_module
 
 SEEDS = (0, 1, 2)
 
@@ -18,12 +18,14 @@ SEEDS = (0, 1, 2)
 @pytest.mark.tour
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("method_id", sorted(methods()))
-def test_tour_entry_runs_green_on_a_slice_of_the_full_grid(method_id, seed):
+def test_tour_entry_runs_green_on_a_slice_of_the_full_grid(method_id, seed, quick_report):
     info = methods()[method_id]
     if _unmet_extras(info):
         pytest.skip(f"needs the {_unmet_extras(info)} extras")
-    report = run_bench(info, quick=True, seed=seed)
-    check_slice(report.settings, bench_module(info).grid(), method=method_id)  # run_bench checks it too
+    report = quick_report(
+        method_id, seed
+    )  # run_bench: the tour's own call, shared with tests/<id>/test_bench.py
+    check_slice(report.settings, bench_module(info).grid(), method=method_id)
     assert report.what and report.rows
     head = report.headline
     assert head.verdict in {"ahead", "behind", "level", "no comparison"}

@@ -18,11 +18,11 @@ def test_grid_names_every_environment():
     assert [g["env"] for g in grid()] == ["loan", "healthcare", "education"]
 
 
-def test_quick_runs_reports_and_plots(tmp_path):
+def test_quick_runs_reports_and_plots(quick_report, tmp_path):
     from benchmarks.harness import check_slice
-    from benchmarks.mafe.bench import grid, plot, run
+    from benchmarks.mafe.bench import grid, plot
 
-    report = run(quick=True, seed=0)
+    report = quick_report("mafe")
     check_slice(report.settings, grid(), method="mafe")
     assert report.settings == [{"env": "loan", "max_cycles": 100}]
     systems = {r["system"] for r in report.rows}

@@ -58,7 +58,8 @@ def test_perfect_predictions_give_ratio_one(problem, mode):
 
 @pytest.mark.parametrize("problem", list(_generators()))
 def test_lazy_with_disjoint_predictions_buys_what_plain_buys(problem):
-    from hf_ext.online_covering import WithPredictions, instances
+    from benchmarks.online_covering import instances
+    from hf_ext.online_covering import WithPredictions
 
     gen, method = _generators()[problem]
     rng = np.random.default_rng(5)
@@ -73,7 +74,8 @@ def test_lazy_with_disjoint_predictions_buys_what_plain_buys(problem):
 
 
 def test_upfront_prebuy_equals_prediction_cost():
-    from hf_ext.online_covering import WithPredictions, instances
+    from benchmarks.online_covering import instances
+    from hf_ext.online_covering import WithPredictions
 
     rng = np.random.default_rng(2)
     inst = instances.random_set_cover(rng)
@@ -168,7 +170,8 @@ def test_exact_over_cap_suggests_approx():
 
 
 def test_perturb_predictions_eta_and_bad_frac():
-    from benchmarks.online_covering import instances, prediction_error
+    from benchmarks.online_covering import instances
+    from hf_ext.online_covering import prediction_error
 
     rng = np.random.default_rng(0)
     inst = instances.random_set_cover(rng)

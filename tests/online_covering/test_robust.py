@@ -59,7 +59,8 @@ def test_bound_holds_on_50_random_instances():
 
 @pytest.mark.parametrize("gen_name", ["random_set_cover", "bursty_parking"])
 def test_perfect_predictions_match_lazy_item_for_item(gen_name):
-    from hf_ext.online_covering import WithPredictions, instances
+    from benchmarks.online_covering import instances
+    from hf_ext.online_covering import WithPredictions
 
     inst = getattr(instances, gen_name)(np.random.default_rng(9))
     rob = _robust(inst, list(inst.stream), "prediction")

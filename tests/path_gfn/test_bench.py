@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.harness import check_slice
-from benchmarks.path_gfn.bench import METHOD, grid, run
+from benchmarks.path_gfn.bench import METHOD, grid
 
 
 def test_grid_is_every_compared_setting():
@@ -15,8 +17,9 @@ def test_grid_is_every_compared_setting():
     assert len(settings) == len({tuple(sorted(g.items())) for g in settings})
 
 
-def test_quick_report():
-    report = run(quick=True, seed=0)
+@pytest.mark.slow
+def test_quick_report(quick_report):
+    report = quick_report("path_gfn")
     check_slice(report.settings, grid(), method="path_gfn")
     h = report.headline
     assert h.figure == "L1" and not h.higher_is_better

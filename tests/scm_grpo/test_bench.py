@@ -68,11 +68,11 @@ def test_every_world_of_the_grid_tokenizes_and_the_quick_plan_is_a_slice() -> No
 
 
 @pytest.mark.slow
-def test_quick_benchmark_report() -> None:
+def test_quick_benchmark_report(quick_report: Any) -> None:
     from benchmarks.harness import check_slice
-    from benchmarks.scm_grpo.bench import grid, run
+    from benchmarks.scm_grpo.bench import grid
 
-    report = run(quick=True, seed=0)
+    report = quick_report("scm_grpo")
     check_slice(report.settings, grid(), method="scm_grpo")
     assert [r["system"] for r in report.rows] == ["sft_only", "A_label_format", "B_scm"]
     assert report.headline.figure == "depth_abs_err" and not report.headline.higher_is_better

@@ -12,6 +12,7 @@ from benchmarks.seglens.bench import METHOD, SETTING, Plan, _notes, _plan, _repo
 pytest.importorskip("scipy")
 
 
+@pytest.mark.slow
 def test_toy_report_has_every_system_and_a_headline():
     report = _report(Plan(64, 8, 16, 5, 0, 20, 1, 1, 2, (0,)))
     systems = [r["system"] for r in report.rows]

@@ -35,11 +35,11 @@ def test_budget_to_error_reports_not_reached() -> None:
 
 @pytest.mark.slow
 @requires("sklearn")
-def test_quick_run_is_a_slice_and_reports_targets() -> None:
+def test_quick_run_is_a_slice_and_reports_targets(quick_report) -> None:
     from benchmarks.harness import check_slice
     from benchmarks.sysrs import bench
 
-    report = bench.run(quick=True, seed=0)
+    report = quick_report("sysrs")
     check_slice(report.settings, bench.grid(), method="sysrs")
     systems = {r["system"] for r in report.rows}
     assert systems == {"uniform", "uniform-synced", "SR", "SySRs", "SH", "SH-synced"}

@@ -398,6 +398,7 @@ def test_a_stage_warms_up_then_decays_to_zero():
     assert stage.lr_at(10) == pytest.approx(0.0, abs=1e-12)
 
 
+@pytest.mark.slow
 @requires("transformers")
 def test_train_runs_each_stage_and_records_the_recipe(tmp_path):
     from benchmarks.vegas.lm import Stage, stale_recipe, train
