@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -94,8 +95,8 @@ def build_progress(desc: str, total: int) -> Any:
 
 
 @contextmanager
-def _locked(name: str):  # type: ignore[no-untyped-def]
-    """Serialise cache builds across processes."""
+def build_lock(name: str) -> Iterator[None]:
+    """Serialise the build of cached asset ``name`` across processes (the library's and the benchmarks')."""
     with (cache_dir() / f".{name}.lock").open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -137,7 +138,7 @@ def gemma3_path() -> Path:
     """Path of the plain HF folder of Gemma-3-270M, built (or rebuilt when corrupt) on first use."""
     require("gemma", "`hf_ext.assets.gemma3_270m`")
     target = cache_dir() / GEMMA_DIR
-    with _locked(GEMMA_DIR):
+    with build_lock(GEMMA_DIR):
         problem = verify_manifest(target) if target.exists() else "not built yet"
         if problem:
             if target.exists():

@@ -335,7 +335,7 @@ def byte_llama_path() -> Path:
         RuntimeError: a shipped file fails its SHA-256 check (a damaged checkout; restore it with
             ``git checkout benchmarks/vegas/byte_llama``).
     """
-    from hf_ext.assets import _locked, cache_dir, verify_manifest
+    from hf_ext.assets import build_lock, cache_dir, verify_manifest
 
     damaged = verify_manifest(SHIPPED)
     if damaged:
@@ -346,7 +346,7 @@ def byte_llama_path() -> Path:
     if stale_recipe(SHIPPED) is None:
         return SHIPPED
     target = cache_dir() / NAME
-    with _locked(NAME):
+    with build_lock(NAME):
         problem = verify_manifest(target) if target.exists() else "not built yet"
         problem = problem or stale_recipe(target)
         if problem:
