@@ -252,7 +252,8 @@ def _train(target: Path, *, stages: tuple[Stage, ...], seed: int) -> dict[str, A
     from hf_ext.assets import build_progress
 
     sources = stdlib_sources()
-    data = torch.frombuffer(bytearray(b"\n".join(sources["train"].values())), dtype=torch.uint8).long()
+    text = b"\n".join(sources["train"].values())
+    data = torch.frombuffer(bytearray(text), dtype=torch.uint8).long()
     held_out = b"\n".join(sources["held_out"].values())
     with pinned_threads(THREADS), seeded(seed), Timer() as wall:
         config = LlamaConfig(**ARCH)
@@ -297,6 +298,7 @@ def _train(target: Path, *, stages: tuple[Stage, ...], seed: int) -> dict[str, A
         "tokens": sum(stage.steps * stage.batch * stage.seq for stage in stages),
         "threads": THREADS,
         "train_bytes": int(data.numel()),
+        "train_sha256": hashlib.sha256(text).hexdigest(),
         "held_out_files": len(sources["held_out"]),
         "arch": ARCH,
         "numerics": NUMERICS,
@@ -314,6 +316,28 @@ def _train(target: Path, *, stages: tuple[Stage, ...], seed: int) -> dict[str, A
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     return recipe
+
+
+def other_training_text(target: Path) -> str | None:
+    """Why this Python's standard library is not the text the build in ``target`` was trained on (its
+    ``recipe.json`` records the text's SHA-256, or in older builds its length and held-out file count), or
+    ``None``. The text is not part of the recipe hash: a build stays valid on any Python, but only the same
+    text rebuilds the same bytes."""
+    recipe = json.loads((target / "recipe.json").read_text())
+    sources = stdlib_sources()
+    text = b"\n".join(sources["train"].values())
+    if "train_sha256" in recipe:
+        if hashlib.sha256(text).hexdigest() != recipe["train_sha256"]:
+            return "this standard library's training text has another SHA-256 than the build's"
+        return None
+    here = (len(text), len(sources["held_out"]))
+    built = (recipe["train_bytes"], recipe["held_out_files"])
+    if here != built:
+        return (
+            f"this standard library gives {here[0]} bytes of training text and {here[1]} held-out files; "
+            f"the build was trained on {built[0]} and {built[1]}"
+        )
+    return None
 
 
 def stale_recipe(target: Path) -> str | None:
