@@ -221,7 +221,9 @@ def calibrate_echo(
 
     EchoAttention (reconstructed; not verified against the paper). Stage 1 fits theta in closed form on the
     dense attention of the calibration calls, stage 2 sets per-head routes (``config.routing``), stage 3
-    fine-tunes theta with Adam so the transformer output matches the dense output. The fit belongs to the
+    fine-tunes theta with Adam so the transformer output matches the dense output. ``config.mode`` is kept:
+    under ``mode="sparse"`` stage 2 chooses between dense and sparse only (never echo) and stages 1 and 3,
+    which fit echo's theta, are skipped; under ``mode="dense"`` nothing is routed. The fit belongs to the
     calibration layout ``(F, P)``: calibrating at several layouts keeps one fit per layout, and a layout
     without one runs the uncalibrated Sparse operator (with one warning).
 
@@ -237,12 +239,14 @@ def calibrate_echo(
         **pipe_kwargs: Extra pipeline arguments (``height``, ``width``, ``num_frames``, ...).
 
     Returns:
-        A report: ``layout``, ``routes`` (the per-head table), ``stage3_loss`` and, for static routing,
-        the measured option ``errors``/``costs``; for a pipeline handle, one report per transformer name.
+        A report: ``layout``, ``routes`` (the per-head table), ``stage3_loss`` (echo mode) and, for static
+        routing, the measured option ``errors``/``costs`` with their ``options`` (operator, budget); for a
+        pipeline handle, one report per transformer name.
 
     Raises:
         RuntimeError: the handle was removed.
-        ValueError: unknown stages, or a pipeline source without prompts.
+        ValueError: unknown stages, no calibration calls (an empty ``source``, or a pipeline source without
+            prompts), or calibration latents that are not finite or do not tile into patches.
     """
     if isinstance(handle, EchoPipelineHandle):
         kw = dict(stages=stages, stage3_steps=stage3_steps, lr=lr, **pipe_kwargs)
@@ -264,13 +268,14 @@ def calibrate_echo(
     routed = {i: r for i, r in records.items() if i not in cfg.dense_layers}
     report: dict[str, Any] = {"layout": (layout.frames, layout.tokens_per_frame), "calls": len(calls)}
     fit = params.bind(layout, next(tr.parameters()).device)
-    if 1 in stages:
+    echo = cfg.mode == "echo"  # theta only serves echo heads; other modes never route a head to echo
+    if 1 in stages and echo:
         fit_theta(fit, routed, cfg)
-    if 2 in stages and cfg.routing == "static":
+    if 2 in stages and cfg.mode != "dense" and cfg.routing == "static":
         report.update(route_static(fit, routed, cfg))
-    elif 2 in stages:
+    elif 2 in stages and cfg.mode != "dense":
         report["logits"] = route_learned(fit, routed, cfg)
-    if 3 in stages:
+    if 3 in stages and echo:
         report["stage3_loss"] = finetune_theta(tr, ctx, fit, calls, targets, stage3_steps, lr)
     report["routes"] = [
         {"layer": i, "head": h, "operator": OPERATORS[op], "budget": budget}
@@ -290,7 +295,13 @@ def _collect_calls(
 ) -> list[dict[str, Any]]:
     """Transformer keyword calls: given directly, or recorded from dense pipeline runs on ``prompts``."""
     if not hasattr(source, "transformer"):
-        return [dict(kw) for kw in source]
+        given = [dict(kw) for kw in source]
+        if not given:
+            raise ValueError(
+                f"`source` must be a pipeline or a non-empty sequence of transformer keyword dicts, got "
+                f"{source!r}."
+            )
+        return given
     if not prompts:
         raise ValueError("`prompts` must be a non-empty list of strings when `source` is a pipeline.")
     calls: list[dict[str, Any]] = []

@@ -8,6 +8,7 @@ Stage 1 (closed-form theta, :func:`fit_theta`), stage 2 (routing: :func:`route_s
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -129,15 +130,24 @@ def _head_error(outs: list[torch.Tensor], dense: list[torch.Tensor]) -> torch.Te
     return (num / den).sqrt()
 
 
+def allowed_operators(mode: str) -> tuple[int, ...]:
+    """The operators stage 2 may route a head to under ``mode``: ``"echo"`` offers dense, sparse and echo;
+    ``"sparse"`` (the sparse-only baseline) dense and sparse, never echo; ``"dense"`` dense only."""
+    return {"echo": (DENSE, SPARSE, ECHO), "sparse": (DENSE, SPARSE), "dense": (DENSE,)}[mode]
+
+
 def route_static(
     fit: LayoutFit, records: dict[int, list[Record]], config: EchoAttentionConfig
-) -> dict[str, torch.Tensor]:
+) -> dict[str, Any]:
     """Stage 2, static: measure every option's error and FLOPs per (layer, head), then solve the knapsack.
 
-    Options per head: dense, and sparse and echo at each of :func:`budget_options`.
-    Returns the measured ``errors``/``costs`` ``[L_routed * H, O]`` and the ``choice``.
+    Options per head: dense, and each operator ``config.mode`` allows (:func:`allowed_operators`: sparse,
+    and echo only in ``mode="echo"``) at each of :func:`budget_options`.
+    Returns the measured ``errors``/``costs`` ``[L_routed * H, O]``, the ``options`` (operator, budget) and
+    the ``choice``.
     """
-    options = [(DENSE, 1.0)] + [(op, b) for op in (SPARSE, ECHO) for b in budget_options(config.budget)]
+    ops = [op for op in allowed_operators(config.mode) if op != DENSE]
+    options = [(DENSE, 1.0)] + [(op, b) for op in ops for b in budget_options(config.budget)]
     heads = fit.c.shape[1]
     layers = sorted(records)
     errs, costs = [], []
@@ -155,7 +165,7 @@ def route_static(
     for i, layer in enumerate(layers):
         picked = [options[c] for c in choice[i * heads : (i + 1) * heads].tolist()]
         fit.set_routes(layer, [op for op, _ in picked], [b for _, b in picked])
-    return {"errors": err, "costs": cost, "choice": choice}
+    return {"errors": err, "costs": cost, "options": options, "choice": choice}
 
 
 def route_learned(
@@ -169,7 +179,9 @@ def route_learned(
 ) -> torch.Tensor:
     """Stage 2, learned: per-head logits over (dense, sparse, echo) at ``budget``, trained with a
     Gumbel-softmax mixture (temperature annealed 1 -> 0.1) on ``||O_mix - O_dense||^2 / ||O_dense||^2`` plus
-    ``lambda_c * max(0, E[FLOPs] - budget)``; the argmax is kept. Returns the logits ``[L_routed, H, 3]``."""
+    ``lambda_c * max(0, E[FLOPs] - budget)``; the argmax is kept. Operators ``config.mode`` does not allow
+    (:func:`allowed_operators`) get a ``-inf`` logit, so ``mode="sparse"`` never routes a head to echo.
+    Returns the logits ``[L_routed, H, 3]``."""
     layers = sorted(records)
     heads = fit.c.shape[1]
     gen = torch.Generator().manual_seed(seed)
@@ -179,18 +191,20 @@ def route_learned(
         sp, c_sp = _option_outputs(fit, layer, records[layer], SPARSE, config.budget, config)
         ec, c_ec = _option_outputs(fit, layer, records[layer], ECHO, config.budget, config)
         per_layer.append((dense, sp, ec, torch.stack([torch.ones_like(c_sp), c_sp, c_ec], -1).cpu()))
+    allowed = torch.tensor([op in allowed_operators(config.mode) for op in range(3)])
+    mask = torch.where(allowed, 0.0, -math.inf)
     logits = torch.zeros(len(layers), heads, 3, requires_grad=True)
     opt = torch.optim.Adam([logits], lr=lr)
     for step in range(steps):
         tau = 0.1 ** (step / max(steps - 1, 1))
-        loss = mixture_loss(logits, per_layer, config.budget, lambda_c, tau, gen)
+        loss = mixture_loss(logits + mask, per_layer, config.budget, lambda_c, tau, gen)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    choice = logits.detach().argmax(-1)
+    choice = (logits.detach() + mask).argmax(-1)
     for i, layer in enumerate(layers):
         fit.set_routes(layer, choice[i].tolist(), [config.budget] * heads)
-    return logits.detach()
+    return logits.detach() + mask
 
 
 def mixture_loss(

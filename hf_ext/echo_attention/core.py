@@ -185,7 +185,10 @@ def _row_ints(per_head: list[int], batch: int, device: torch.device) -> torch.Te
 
 def static_route(errors: torch.Tensor, costs: torch.Tensor, budget: float, iters: int = 60) -> torch.Tensor:
     """Lagrangian multiple-choice knapsack: per item ``argmin_o (e_o + lam * c_o)`` with ``lam`` bisected so
-    that the mean chosen cost is ``<= budget`` (the cheapest options when even that is infeasible).
+    that the mean chosen cost is ``<= budget`` (the cheapest options when even that is infeasible), then the
+    budget the relaxation leaves unspent filled greedily: the upgrade of one item with the largest error
+    drop per unit of extra cost, while the mean cost stays ``<= budget``. Heads whose error falls steeply
+    with cost thus get more budget than flat ones, and no budget is left on the table.
 
     Args:
         errors: ``[M, O]`` measured relative errors per item (head) and option.
@@ -210,7 +213,18 @@ def static_route(errors: torch.Tensor, costs: torch.Tensor, budget: float, iters
     for _ in range(iters):
         mid = (lo + hi) / 2
         lo, hi = (lo, mid) if mean_cost(pick(mid)) <= budget else (mid, hi)
-    return pick(hi)
+    choice = pick(hi)
+    rows = torch.arange(errors.shape[0])
+    while True:
+        spare = budget * errors.shape[0] - float(costs[rows, choice].sum())
+        gain = errors[rows, choice][:, None] - errors  # [M, O]: error drop of each upgrade
+        extra = costs - costs[rows, choice][:, None]
+        ok = (gain > 0) & (extra > 0) & (extra <= spare + 1e-9)
+        if not ok.any():
+            return choice
+        rate = torch.where(ok, gain / extra.clamp_min(1e-12), -1.0)
+        best = int(rate.flatten().argmax())
+        choice[best // errors.shape[1]] = best % errors.shape[1]
 
 
 def dense_partial(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -19,7 +19,7 @@ from diffusers.models.attention_processor import CogVideoXAttnProcessor2_0
 
 from hf_ext._registry import paper
 from hf_ext.echo_attention.core import dense_partial
-from hf_ext.echo_attention.routed import DENSE, EchoContext, RoutedAttention
+from hf_ext.echo_attention.routed import DENSE, EchoContext, RoutedAttention, patches
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +35,8 @@ class CogVideoXContext(EchoContext):
     def frames_and_tokens(self, module: Any, x: torch.Tensor) -> tuple[int, int]:
         """``(F, P)`` of ``x`` ``[B, F, C, H, W]`` under ``config.patch_size`` and ``config.patch_size_t``."""
         p, pt = module.config.patch_size, module.config.patch_size_t
-        frames = x.shape[1] if pt is None else x.shape[1] // pt
-        return frames, (x.shape[3] // p) * (x.shape[4] // p)
+        frames = x.shape[1] if pt is None else patches(x, 1, pt)
+        return frames, patches(x, 3, p) * patches(x, 4, p)
 
 
 class EchoCogVideoXAttnProcessor(RoutedAttention, CogVideoXAttnProcessor2_0):

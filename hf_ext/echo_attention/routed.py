@@ -91,14 +91,39 @@ class EchoContext(StepContext):
     def frames_and_tokens(self, module: Any, x: torch.Tensor) -> tuple[int, int]:
         """``(F, P)`` of latents ``x`` ``[B, C, F, H, W]`` under ``config.patch_size = (p_t, p_h, p_w)``."""
         pt, ph, pw = module.config.patch_size
-        return x.shape[2] // pt, (x.shape[3] // ph) * (x.shape[4] // pw)
+        f, h, w = (patches(x, dim, p) for dim, p in ((2, pt), (3, ph), (4, pw)))
+        return f, h * w
 
     def pre_hook(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """``register_forward_pre_hook(with_kwargs=True)`` callback on the transformer."""
+        """``register_forward_pre_hook(with_kwargs=True)`` callback on the transformer.
+
+        Raises:
+            ValueError: latents with a NaN or infinite value, or a frame/height/width that is not a multiple
+                of the patch size (the patch embedding would drop the remainder silently).
+        """
         x = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+        if not torch.compiler.is_compiling() and not bool(torch.isfinite(x).all()):
+            bad = int((~torch.isfinite(x)).sum())
+            raise ValueError(
+                f"`hidden_states` must be finite, got {bad} NaN/inf value(s) in latents of shape "
+                f"{tuple(x.shape)}; check the scheduler and the latents passed in."
+            )
         self.layout = Layout(*self.frames_and_tokens(module, x), self.block)
         pos = self.timestep_position
         self.observe_timestep(kwargs.get("timestep", args[pos] if len(args) > pos else None))
+
+
+def patches(x: torch.Tensor, dim: int, patch: int) -> int:
+    """``x.shape[dim] // patch``; ``ValueError`` naming the size when ``patch`` does not divide it."""
+    size = x.shape[dim]
+    if size % patch:
+        low = size - size % patch
+        raise ValueError(
+            f"`hidden_states` dim {dim} must be a multiple of the patch size {patch}, got {size} (latents of "
+            f"shape {tuple(x.shape)}): the patch embedding would silently drop the last {size % patch}. "
+            f"Use {low or patch} or {low + patch}."
+        )
+    return size // patch
 
 
 class RoutedAttention:

@@ -132,6 +132,17 @@ def test_static_routing_toy():
     assert static_route(errors, costs, budget=0.25).tolist() == [1, 1]
 
 
+def test_static_routing_splits_heads_and_fills_the_budget():
+    # options: b/2, b, 2b; head 0's error falls steeply with cost, head 1's is flat
+    costs = torch.tensor([[0.125, 0.25, 0.5], [0.125, 0.25, 0.5]])
+    errors = torch.tensor([[0.40, 0.20, 0.05], [0.11, 0.10, 0.095]])
+    choice = static_route(errors, costs, budget=0.3125)
+    assert choice.tolist() == [2, 0]  # the steep head gets 2b, the flat one b/2: mean cost 0.3125
+    # homogeneous heads with a convex error curve keep one option each, and the mean cost stays <= budget
+    same = static_route(errors[:1].repeat(4, 1), costs[:1].repeat(4, 1), budget=0.25)
+    assert float(costs[0, same].mean()) <= 0.25
+
+
 def test_learned_routing_gradient_reaches_logits():
     g = torch.Generator().manual_seed(0)
     dense = [torch.randn(1, 2, 16, 4, generator=g)]

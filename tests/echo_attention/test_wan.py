@@ -342,3 +342,43 @@ def test_missing_tensors_and_missing_hook(dit, tmp_path):
     handle._hook.remove()
     with pytest.raises(RuntimeError, match="without the layout pre-hook"):
         proc(fresh.blocks[0].attn1, torch.randn(1, 64, 64))
+
+
+@pytest.mark.parametrize("routing", ["static", "learned"])
+def test_calibration_keeps_sparse_mode(dit, routing):
+    from hf_ext import apply_echo_attention, calibrate_echo
+
+    calls = [
+        {
+            "hidden_states": _inputs(seed=1)[0],
+            "timestep": torch.tensor([500]),
+            "encoder_hidden_states": _inputs()[2],
+        }
+    ]
+    handle = apply_echo_attention(dit, _cfg(mode="sparse", routing=routing))
+    report = calibrate_echo(handle, calls, stage3_steps=1)
+    assert report["routes"] and {r["operator"] for r in report["routes"]} <= {"dense", "sparse"}
+    assert "stage3_loss" not in report
+    if routing == "static":
+        assert all(op != 2 for op, _ in report["options"])  # echo is never offered
+    x, t, txt = _inputs()
+    _run(dit, x, t, txt)
+    assert {r["operator"] for r in handle.stats()} <= {"dense", "sparse"}
+    assert all(r.get("echoed", 0) == 0 for r in handle.stats())
+
+
+def test_bad_latents_and_empty_calibration(dit):
+    from hf_ext import apply_echo_attention, calibrate_echo
+
+    handle = apply_echo_attention(dit, _cfg())
+    x, t, txt = _inputs()
+    x[0, 0, 0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"`hidden_states` must be finite, got 1 NaN/inf value\(s\)"):
+        _run(dit, x, t, txt)
+    odd = _inputs(side=15)[0]
+    with pytest.raises(
+        ValueError, match=r"`hidden_states` dim 3 must be a multiple of the patch size 2, got 15"
+    ):
+        _run(dit, odd, t, txt)
+    with pytest.raises(ValueError, match=r"`source` must be a pipeline or a non-empty sequence .* got \[\]"):
+        calibrate_echo(handle, [])
