@@ -47,6 +47,14 @@ def _method_id(value: str) -> str:
     raise argparse.ArgumentTypeError(f"unknown method {value!r}; {hint}known: {', '.join(known)}")
 
 
+SHARED_BENCHES = ("kernels",)  # benchmarks/<id>/bench.py of shared parts, not of one method
+
+
+def _bench_id(value: str) -> str:
+    """A method id, or one of :data:`SHARED_BENCHES`."""
+    return value if value in SHARED_BENCHES else _method_id(value)
+
+
 def _seed(value: str) -> int:
     try:
         seed = int(value)
@@ -271,27 +279,36 @@ def cmd_bench(args: argparse.Namespace) -> int:
     harness = _harness(args)
     if harness is None:
         return 2
-    info = methods()[args.name]
-    unmet = _unmet_extras(info)
-    if unmet:
-        print(
-            f"hf-ext bench: `{info.id}` needs the {','.join(unmet)} extra: {install_hint(unmet)}",
-            file=sys.stderr,
-        )
-        return 2
-    with Timer() as timer:
-        report = run_bench(info, quick=args.quick, seed=args.seed)
+    if args.name in SHARED_BENCHES:
+        bench_id, module = args.name, importlib.import_module(f"benchmarks.{args.name}.bench")
+        with Timer() as timer:
+            report = module.run(quick=args.quick, seed=args.seed)
+        if args.quick:
+            harness.check_slice(report.settings, module.grid(), method=bench_id)
+    else:
+        info = methods()[args.name]
+        unmet = _unmet_extras(info)
+        if unmet:
+            print(
+                f"hf-ext bench: `{info.id}` needs the {','.join(unmet)} extra: {install_hint(unmet)}",
+                file=sys.stderr,
+            )
+            return 2
+        bench_id = info.id
+        with Timer() as timer:
+            report = run_bench(info, quick=args.quick, seed=args.seed)
+        module = bench_module(info)
     mode = "quick" if args.quick else "full"
-    print(f"hf-ext bench {info.id} ({mode}, seed {args.seed}): {report.what}")
+    print(f"hf-ext bench {bench_id} ({mode}, seed {args.seed}): {report.what}")
     print(harness.format_table(report.rows))
     print(f"\nheadline  {report.headline.text()}  [{report.headline.verdict}]")
     for note in report.notes:
         print(f"note      {note}")
     files = dict(report.files)
     if args.plot:
-        plot = getattr(bench_module(info), "plot", None)
+        plot = getattr(module, "plot", None)
         if plot is None:
-            print(f"note      `hf-ext bench {info.id}` draws no figure; --plot wrote nothing")
+            print(f"note      `hf-ext bench {bench_id}` draws no figure; --plot wrote nothing")
         else:
             args.plot.mkdir(parents=True, exist_ok=True)
             files.update(plot(report, args.plot))
@@ -299,7 +316,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"file      {name}: {path}")
     print(f"seconds   {timer.seconds:.1f}")
     if args.json:
-        doc = report.to_json(method=info.id, quick=args.quick, seed=args.seed)
+        doc = report.to_json(method=bench_id, quick=args.quick, seed=args.seed)
         doc["files"] = files
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(doc, indent=2))
@@ -352,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tour)
 
     p = sub.add_parser("bench", help="run a method and its baselines side by side")
-    p.add_argument("name", type=_method_id, help="method id (see `hf-ext list`)")
+    p.add_argument("name", type=_bench_id, help="method id (see `hf-ext list`), or `kernels`")
     p.add_argument("--quick", action="store_true", help="small settings, under a minute")
     p.add_argument("--json", metavar="PATH", type=_writable_file, help="also write the results as JSON")
     p.add_argument("--seed", type=_seed, default=0)

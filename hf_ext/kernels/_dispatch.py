@@ -10,6 +10,7 @@ without loading either.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 from functools import cache
 from typing import TYPE_CHECKING
@@ -17,7 +18,24 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
+logger = logging.getLogger(__name__)
+
 BACKENDS = ("auto", "torch", "triton")
+_WARNED: set[tuple[str, str]] = set()
+
+
+def warn_fallback(op: str, reason: str) -> None:
+    """Log, once per ``(op, reason)`` in a process, that ``op``'s fast path did not run and the PyTorch
+    reference did instead, naming why (dtype, head size, device, missing package...)."""
+    if (op, reason) in _WARNED:
+        return
+    _WARNED.add((op, reason))
+    logger.warning(
+        "hf_ext kernel `%s`: the fast path does not apply (%s); running the PyTorch reference instead, "
+        "which can be several times slower.",
+        op,
+        reason,
+    )
 
 
 @cache
@@ -54,6 +72,29 @@ def resolve_backend(backend: str, *tensors: torch.Tensor) -> str:
             "in the environment before importing the kernels, or pass backend='torch'."
         )
     return "triton" if usable else "torch"
+
+
+def resolve_fast_path(op: str, backend: str, *tensors: torch.Tensor, minimum: int = 1, **sizes: int) -> str:
+    """:func:`resolve_backend` for an op whose Triton kernel needs power-of-two ``sizes`` ``>= minimum``.
+
+    Under ``backend="auto"`` a fast path that cannot run falls back to ``"torch"`` with one warning per
+    reason (:func:`warn_fallback`): CUDA tensors without triton installed, or sizes the kernel does not take.
+    An explicit ``backend="triton"`` raises instead (:func:`check_triton_sizes`).
+    """
+    path = resolve_backend(backend, *tensors)
+    if backend != "auto":
+        if path == "triton":
+            check_triton_sizes(minimum, **sizes)
+        return path
+    if path == "torch" and tensors and all(t.is_cuda for t in tensors):
+        warn_fallback(op, "device cuda without triton installed (pip install triton)")
+        return path
+    bad = {n: v for n, v in sizes.items() if v < minimum or v & (v - 1)}
+    if path == "triton" and bad:
+        what = ", ".join(f"{'head size' if n == 'D' else n} {v}" for n, v in bad.items())
+        warn_fallback(op, f"{what}; the Triton kernel takes powers of two >= {minimum}")
+        return "torch"
+    return path
 
 
 def check_triton_sizes(minimum: int = 1, **sizes: int) -> None:

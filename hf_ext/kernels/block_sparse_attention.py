@@ -13,7 +13,9 @@ tiles only. Two optional extras serve EchoAttention's Echo operator in the same 
 Backends: a gather-based PyTorch path (exact, fp32: one fixed-width batched attention over the gathered
 tiles, torch's fused flash-attention CPU op on CPU, an explicit softmax when gradients are needed or off the
 CPU) and a FlashAttention-2-style Triton kernel (grid ``(n_q, B*H)``, online softmax in fp32, ``tl.dot`` for
-QK^T and PV), chosen by :func:`hf_ext.kernels._dispatch.resolve_backend`. Triton is imported only on first
+QK^T and PV), chosen by :func:`hf_ext.kernels._dispatch.resolve_fast_path` (under ``backend="auto"`` a
+Triton path that cannot run -- CUDA without triton, a ``block`` or head size that is not a power of two >= 16
+-- falls back to the PyTorch path with one warning per reason). Triton is imported only on first
 use. Neither path reads a tensor back to the host unless ``validate=True`` (the default for callers that
 build their own LUT).
 """
@@ -26,7 +28,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from hf_ext.kernels._dispatch import check_triton_sizes, resolve_backend
+from hf_ext.kernels._dispatch import resolve_fast_path
 
 Partials = tuple[torch.Tensor, torch.Tensor]
 
@@ -108,9 +110,10 @@ def block_sparse_attention(
         _check(q, k, v, lut, lut_count, block, kv_valid, tile_partials)
         if coarse is not None:
             _check_coarse(coarse, q, lut, block)
-    path = resolve_backend(backend, q, k, v, lut)
+    path = resolve_fast_path(
+        "block_sparse_attention", backend, q, k, v, lut, minimum=16, block=block, D=q.shape[-1]
+    )
     if path == "triton":
-        check_triton_sizes(16, block=block, D=q.shape[-1])
         pslot = None if tile_partials is None else _partial_slots(lut, lut_count, tile_partials, validate)
         n_p = 0 if tile_partials is None else tile_partials.shape[2]
         out, lse, parts = _triton_block_sparse_attention(

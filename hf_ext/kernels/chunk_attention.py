@@ -39,7 +39,7 @@ from dataclasses import InitVar, dataclass
 import torch
 
 from hf_ext._registry import paper
-from hf_ext.kernels._dispatch import BACKENDS, check_float
+from hf_ext.kernels._dispatch import BACKENDS, check_float, warn_fallback
 from hf_ext.kernels._native import call, load
 
 MAX_QUERY_VECTORS, MAX_HEAD_SIZE = 64, 256  # the C kernel's limits per KV head; larger shapes use SDPA
@@ -50,11 +50,21 @@ def kernel_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     CPU fp32, a head size up to 256 and a multiple of 8, at most 64 query vectors per KV head."""
     return (
         q.device.type == "cpu"
-        and q.dtype == k.dtype == v.dtype == torch.float32
-        and q.shape[-1] <= MAX_HEAD_SIZE
-        and q.shape[-1] % 8 == 0
+        and kernel_refusal(q, k, v) is None
         and q.shape[1] // k.shape[1] * q.shape[2] <= MAX_QUERY_VECTORS
     )
+
+
+def kernel_refusal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str | None:
+    """Why the C kernel refuses these tensors' dtype or head size (``None`` when it takes them). More query
+    vectors than it takes are not a refusal: SDPA is the right path for a long chunk."""
+    dtypes = {q.dtype, k.dtype, v.dtype}
+    if dtypes != {torch.float32}:
+        return f"dtype {', '.join(sorted(str(t) for t in dtypes))}; the C kernel takes torch.float32"
+    d = q.shape[-1]
+    if d > MAX_HEAD_SIZE or d % 8:
+        return f"head size {d}; the C kernel takes a multiple of 8 up to {MAX_HEAD_SIZE}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -267,6 +277,8 @@ def run_kernel(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None:  # fmt: skip
     """The C kernel's ``(out, lse, logits)`` for valid arguments (:func:`chunk_attention`'s), or ``None``
     where it does not apply (:func:`kernel_applies`) or does not build."""
+    if q.device.type == "cpu" and (reason := kernel_refusal(q, k, v)) is not None:
+        warn_fallback("chunk_attention", reason)  # off the CPU the reference (SDPA) is the fast path
     lib = load("chunk_attention") if kernel_applies(q, k, v) else None
     if lib is None:
         return None

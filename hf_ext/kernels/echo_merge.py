@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from hf_ext.kernels._dispatch import check_triton_sizes, resolve_backend
+from hf_ext.kernels._dispatch import resolve_fast_path
 from hf_ext.kernels._lse import add_weighted_rows, merge_weights
 
 Theta = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -67,8 +67,8 @@ def echo_merge(
                 [1., 1.]])
     """
     _check(out_e, lse_e, rep_out, rep_lse, echo_csr, theta)
-    if resolve_backend(backend, out_e, rep_out) == "triton":
-        check_triton_sizes(16, block=rep_out.shape[3], D=rep_out.shape[4])
+    sizes = {"block": rep_out.shape[3], "D": rep_out.shape[4]}
+    if resolve_fast_path("echo_merge", backend, out_e, rep_out, minimum=16, **sizes) == "triton":
         return _triton_echo_merge(out_e, lse_e, rep_out, rep_lse, echo_csr, theta)
     return _reference_echo_merge(out_e, lse_e, rep_out, rep_lse, echo_csr, theta)
 

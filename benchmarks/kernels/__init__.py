@@ -1,0 +1,1 @@
+"""Kernel benchmarks: ``hf-ext bench kernels``."""
