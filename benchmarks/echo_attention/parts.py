@@ -40,6 +40,8 @@ SPARSE_ROW = "sparse-only (matched FLOPs)"
 WINDOW_ROW = "static window (radial-style)"
 BAND_SHARE = 0.25  # the band echo needs a larger share: a representative costs a whole exact tile
 STAGE3_LR = 0.1
+MORE_PREFIX = "sparse-only ("
+TIME_MATCH = (1.15, 1.3)  # sparse-only also at these multiples of echo's FLOPs: error at echo's step time
 
 
 def variants(block: int) -> dict[str, EchoAttentionConfig]:
@@ -214,10 +216,18 @@ def _routed(
 
 
 def e2e_rows(
-    host: BenchHost, frames: int, budget: float, block: int, stage3_steps: int, seed: int, repeats: int
+    host: BenchHost,
+    frames: int,
+    budget: float,
+    block: int,
+    stage3_steps: int,
+    seed: int,
+    repeats: int,
+    only: set[str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every arm on ``host``'s tiny DiT at one frame count: forward error, per-layer attn1 error, 4-step loop
-    error, counted FLOPs, and step times of all arms interleaved (each arm on its own copy of the DiT)."""
+    """Every arm (or the arms in ``only``) on ``host``'s tiny DiT at one frame count: forward error, per-layer
+    attn1 error, 4-step loop error, counted FLOPs, and step times of all arms interleaved (each arm on its own
+    copy of the DiT). ``only`` must keep ``"echo"`` and sparse-only at matched FLOPs."""
     base = content_dependent(host, seed)
     txt = torch.randn(1, 8, 32, generator=torch.Generator().manual_seed(seed + 1))
     x0 = blob_latents(seed + 10, frames)
@@ -248,11 +258,15 @@ def e2e_rows(
     configs: list[tuple[str, EchoAttentionConfig | None, tuple[int, ...]]]
     configs = [(n, c, (1, 3)) for n, c in variants(block).items()]
     configs.insert(1, ("routed (static)", variants(block)["echo"], (1, 2, 3)))
-    configs += [(SPARSE_ROW, None, ()), (WINDOW_ROW, None, ())]
+    configs += [(SPARSE_ROW, None, ())]
+    configs += [(_more_budget(m), None, ()) for m in TIME_MATCH]
+    configs += [(WINDOW_ROW, None, ())]
+    configs = [c for c in configs if only is None or c[0] in only]
     for name, cfg, stages in configs:
         logger.info("part %s (%s): F=%d, %s", host.part, host.model, frames, name)
-        if cfg is None:  # the baselines: sparse at echo's counted FLOPs, the static window at the budget
-            arm_budget = min(echo_flops, 1.0) if name == SPARSE_ROW else budget
+        if cfg is None:  # the baselines: sparse at echo's counted FLOPs (or more), the window at the budget
+            more = dict(zip(map(_more_budget, TIME_MATCH), TIME_MATCH))
+            arm_budget = budget if name == WINDOW_ROW else min(echo_flops * more.get(name, 1.0), 1.0)
             cfg = replace(variants(block)["echo"], mode="sparse")
         else:
             arm_budget = budget
@@ -301,6 +315,10 @@ def e2e_rows(
         row["step_time_ratio"] = med["dense"] / med[row["system"]]
         row["time_vs_sparse"] = med[SPARSE_ROW] / med[row["system"]]
         row["step_s"] = med[row["system"]]
+    sparse_curve = [r for r in rows if r["system"] == SPARSE_ROW or r["system"].startswith(MORE_PREFIX)]
+    for row in rows:
+        if row["system"] == "echo":
+            row["sparse_err_at_time"], row["time_bracketed"] = _error_at_time(sparse_curve, row["step_s"])
     for _, handle in arms.values():
         handle.remove()
     dense_row = {
@@ -314,6 +332,24 @@ def e2e_rows(
         "step_s": med["dense"],
     }
     return [dense_row, *rows], notes
+
+
+def _more_budget(factor: float) -> str:
+    return f"{MORE_PREFIX}{factor:g}x echo's FLOPs)"
+
+
+def _error_at_time(curve: list[dict[str, Any]], step_s: float) -> tuple[float, bool]:
+    """Sparse-only's forward error at step time ``step_s``, interpolated linearly between the measured
+    (step time, error) points of its budgets; ``bracketed`` is False when ``step_s`` lies outside them (the
+    nearest point is then returned, which overstates sparse-only's error when echo is slower than all)."""
+    pts = sorted((r["step_s"], r["rel_err"]) for r in curve)
+    if step_s <= pts[0][0] or step_s >= pts[-1][0]:
+        near = pts[0] if step_s <= pts[0][0] else pts[-1]
+        return near[1], False
+    for (t0, e0), (t1, e1) in zip(pts, pts[1:]):
+        if t0 <= step_s <= t1:
+            return e0 + (e1 - e0) * (step_s - t0) / max(t1 - t0, 1e-12), True
+    return pts[-1][1], False
 
 
 def dit_head_dim(host: BenchHost, dit: Any) -> int:

@@ -49,11 +49,13 @@ def tile_counts(
 
     Exact tiles take ``exact_frac`` of dense FLOPs less the estimate (``>= 1`` keeps every tile; at least the
     diagonal); the pooled echo spends ``echo_frac`` on the pooled keys and ``coarse`` tiles, the same number
-    for every query tile, at most the tiles the exact ones leave. Plain Python: the widths of the kernel
-    inputs are known before any tensor is read.
+    for every query tile, at most the tiles the exact ones leave, and (where the budget, not that limit,
+    binds) a whole number of tiles' worth of pooled keys, since the kernels pack them into whole tiles. Plain
+    Python: the widths of the kernel inputs are known before any tensor is read.
     """
     cost = flop_costs(layout, head_dim, pool)
     nt = layout.n_t
+    per_block = layout.block // pool if pool > 0 else 1  # entries whose pooled keys fill one tile
     n_exact, n_coarse = [], []
     for fx, fe in zip(exact_frac, echo_frac):
         n = nt * nt if fx >= 1 else int((fx * cost["dense"] - cost["estimate"]) // cost["exact"])
@@ -61,8 +63,12 @@ def tile_counts(
         per_tile = 0
         if fe > 0 and pool > 0:
             per_tile = int((fe * cost["dense"] - cost["pool_keys"]) // (cost["coarse"] * nt))
+        left = nt - -(-n // nt)  # key tiles a query tile has beyond its exact ones
+        if left > per_tile >= per_block:
+            # the kernels pack pooled keys into whole tiles: a partly filled one costs a full tile's work
+            per_tile -= per_tile % per_block
         n_exact.append(n)
-        n_coarse.append(max(0, min(per_tile, nt - -(-n // nt))))
+        n_coarse.append(max(0, min(per_tile, left)))
     return n_exact, n_coarse
 
 

@@ -10,6 +10,7 @@ one-line description of the method (Sparse operator + Echo operator + per-head r
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -33,6 +34,36 @@ def tile_mass(q: torch.Tensor, k: torch.Tensor, layout: Layout) -> torch.Tensor:
     """``P_hat`` ``[B, H, n_t, n_t]``: softmax over key tiles of the pooled estimate, inputs padded."""
     scale = q.shape[-1] ** -0.5
     return pooled_tile_scores(q, k, layout.block, scale, layout.valid(q.device)).softmax(-1)
+
+
+def estimate(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: Layout, pool: int = 0
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+    """The estimate pass: ``P_hat`` ``[B, H, n_t, n_t]`` (as :func:`tile_mass`) and, with ``pool > 0``, the
+    pooled keys and values of :func:`pooled_keys` from the same pass over K.
+
+    Padded ``q``, ``k``, ``v`` ``[B, H, padded_len, D]`` (strided views are read in place, padding rows are
+    zero). K is summed once over runs of ``block // pool`` rows; the tile means of the estimate are sums of
+    those run sums, so the pooled keys cost no second read of K (V is read only when ``pool > 0``).
+    """
+    b, h, _, d = q.shape
+    nt, dev = layout.n_t, q.device
+    m = max(pool, 1)
+    runs = layout.pool_log_count(m, dev).exp()  # [n_t * m] real tokens per run
+    tiles = runs.view(nt, m).sum(-1)  # [n_t]
+
+    def run_sums(x: torch.Tensor, n: int) -> torch.Tensor:
+        return x.unflatten(2, (n, -1)).sum(3, dtype=torch.float32)  # [B, H, n, D]
+
+    k_runs = run_sums(k, nt * m)
+    q_mean = run_sums(q, nt) / tiles.clamp_min(1.0)[:, None]
+    k_mean = k_runs.view(b, h, nt, m, d).sum(3) / tiles.clamp_min(1.0)[:, None]
+    size = torch.where(tiles > 0, tiles.clamp_min(1.0).log(), -math.inf)
+    p_hat = (q_mean @ k_mean.transpose(-1, -2) * d**-0.5 + size).softmax(-1)
+    if pool <= 0:
+        return p_hat, None
+    inv = 1.0 / runs.clamp_min(1.0)[:, None]
+    return p_hat, (k_runs * inv, run_sums(v, nt * m) * inv)
 
 
 def identity_theta(heads: int, layout: Layout, head_dim: int, device: torch.device | None = None) -> Theta:
@@ -114,8 +145,11 @@ def sparse_echo_attention(
     b, h, _, d = q.shape
     dev = q.device
     qp, kp, vp = layout.pad(q), layout.pad(k), layout.pad(v)
-    p_hat = tile_mass(qp, kp, layout).flatten(0, 1)
     echo = any(f > 0 for f in echo_frac)
+    n_ex, n_co = tile_counts(layout, d, exact_frac, echo_frac, pool if echo else 0)
+    pooled_echo = exact_mask is None and model == "pooled" and max(n_co) > 0
+    p_hat, pooled = estimate(qp, kp, vp, layout, pool if pooled_echo else 0)
+    p_hat = p_hat.flatten(0, 1)
     if exact_mask is not None:
         bands = {key: val.to(dev) for key, val in layout.bands.items()}
         none = torch.zeros(b * h, *bands["pair"].shape, dtype=torch.long, device=dev)
@@ -125,7 +159,6 @@ def sparse_echo_attention(
         fx, fe = (torch.tensor(x, device=dev).repeat(b) for x in (exact_frac, echo_frac))
         alloc = allocate(p_hat, layout, d, fx, fe, max_distance)
     else:
-        n_ex, n_co = tile_counts(layout, d, exact_frac, echo_frac, pool if echo else 0)
         widths = (-(-max(n_ex) // layout.n_t), max(n_co))
         alloc = plan_tiles(p_hat, layout, d, _row_ints(n_ex, b, dev), _row_ints(n_co, b, dev), widths, pool)
 
@@ -133,8 +166,8 @@ def sparse_echo_attention(
         return x.view(b, h, *x.shape[1:])
 
     coarse = None
-    if alloc.coarse_lut is not None:
-        kc, vc = pooled_keys(kp, vp, layout, pool)
+    if alloc.coarse_lut is not None and pooled is not None:
+        kc, vc = pooled
         ent = alloc.coarse_lut.long().clamp_min(0)  # [N, n_t, n_c]
         delta = torch.gather(layout.delta_index(dev).expand(b * h, -1, -1), -1, ent)
         w = theta[3].float().repeat(b, 1)  # [N, 2F-1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from hf_ext.echo_attention.allocation import allocate, select_exact
@@ -220,3 +221,18 @@ def test_plan_tiles_static_widths_and_counted_flops():
         )
     expected = cost["estimate"] + cost["exact"] * n_ex[0] + cost["pool_keys"] + cost["coarse"] * 16 * n_co[0]
     assert float(alloc.flops[0]) == expected / cost["dense"]
+
+
+@pytest.mark.parametrize("tokens", [64, 36])  # whole tiles, and a padded last tile per frame
+def test_estimate_pass_equals_tile_mass_and_pooled_keys(tokens):
+    from hf_ext.echo_attention.core import estimate, pooled_keys, tile_mass
+
+    lay = Layout(frames=3, tokens_per_frame=tokens, block=16)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, lay.seq_len, 3, 2, 8, generator=g)  # diffusers layout [B, S, 3, H, D]
+    q, k, v = (lay.pad(x[:, :, i].transpose(1, 2)) for i in range(3))
+    p_hat, pooled = estimate(q, k, v, lay, pool=4)
+    torch.testing.assert_close(p_hat, tile_mass(q, k, lay))
+    for got, want in zip(pooled, pooled_keys(k, v, lay, 4)):
+        torch.testing.assert_close(got, want)
+    assert estimate(q, k, v, lay)[1] is None
