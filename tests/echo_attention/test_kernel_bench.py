@@ -10,7 +10,6 @@ import pytest
 from hf_ext import cli
 
 
-@pytest.mark.slow
 def test_bench_kernels_quick_runs_from_the_cli(tmp_path, capsys):
     out = tmp_path / "k.json"
     assert cli.main(["bench", "kernels", "--quick", "--json", str(out)]) == 0
