@@ -39,8 +39,8 @@ from hf_ext.echo_attention.core import (
     tile_mass,
 )
 from hf_ext.echo_attention.layout import Layout
-from hf_ext.kernels.block_sparse_attention import CoarseKeys, block_sparse_attention
-from hf_ext.kernels.echo_merge import echo_merge
+from hf_ext.kernels.block_sparse import CoarseKeys, block_sparse_attention
+from hf_ext.kernels.echo_tiles import echo_merge
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import numpy as np
 from benchmarks.harness import Timer
 from hf_ext.sysrs.core import sr_schedule
 from hf_ext.sysrs.scores import true_means
-from hf_ext.sysrs.simulate import iter_runs, simulate
+from hf_ext.sysrs.simulation import iter_runs, simulate
 
 SYSTEMS = {
     "uniform": "uniform",

@@ -399,7 +399,7 @@ def _calibrate(lm: Any, base: Any, rows: int, context: int, chunk: int, reps: in
     cost of reading it through a slot list rather than as one stream). And times the same pass with one query
     row (``one_row_seconds``: every layer's cache read once, from which :func:`byte_rates` takes the
     setting's own read rate)."""
-    from hf_ext.kernels.chunk_attention import KeySelection, chunk_attention
+    from hf_ext.kernels.chunked import KeySelection, chunk_attention
     from hf_ext.kernels.gathered_attention import gathered_decode_attention
     from hf_ext.vegas.config import VegasConfig
     from hf_ext.vegas.core import budget, vegas_indices_from_scores

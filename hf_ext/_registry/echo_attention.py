@@ -23,8 +23,8 @@ METHOD = MethodInfo(
         "EchoCogVideoXAttnProcessor": "hf_ext.echo_attention.processor_cogvideox",
         "apply_echo_attention": "hf_ext.echo_attention.api",
         "calibrate_echo": "hf_ext.echo_attention.api",
-        "block_sparse_attention": "hf_ext.kernels.block_sparse_attention",
-        "echo_merge": "hf_ext.kernels.echo_merge",
+        "block_sparse_attention": "hf_ext.kernels.block_sparse",
+        "echo_merge": "hf_ext.kernels.echo_tiles",
         "pooled_tile_scores": "hf_ext.kernels.pooling",
     },
     citation=(

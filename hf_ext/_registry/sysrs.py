@@ -27,7 +27,7 @@ METHOD = MethodInfo(
         "ALGORITHMS": "hf_ext.sysrs.core",
         "make_scheduler": "hf_ext.sysrs.core",
         "identify_best_model": "hf_ext.sysrs.core",
-        "simulate": "hf_ext.sysrs.simulate",
+        "simulate": "hf_ext.sysrs.simulation",
     },
     citation=(
         "@inproceedings{lyu2026sysrs,\n"

@@ -23,8 +23,8 @@ from hf_ext.echo_attention.allocation import (
     tile_counts,
 )
 from hf_ext.echo_attention.layout import Layout, flop_costs
-from hf_ext.kernels.block_sparse_attention import CoarseKeys, block_sparse_attention
-from hf_ext.kernels.echo_merge import echo_merge
+from hf_ext.kernels.block_sparse import CoarseKeys, block_sparse_attention
+from hf_ext.kernels.echo_tiles import echo_merge
 from hf_ext.kernels.pooling import pooled_tile_scores
 
 Theta = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]

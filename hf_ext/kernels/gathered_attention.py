@@ -4,7 +4,7 @@ Shapes (``B`` batch, ``H_q``/``H_kv`` query/KV heads, ``N`` cache length, ``D`` 
 
 * ``gathered_decode_attention(q, k, v, idx, scale=, length=)``: ``q`` ``[B, H_q, 1, D]``; ``idx`` ``[B, n]``
   (shared by the heads), ``[B, H_kv, n]`` (per KV head, Quest), a
-  :class:`~hf_ext.kernels.chunk_attention.KeySelection` (selected slots, then a dense tail up to each row's
+  :class:`~hf_ext.kernels.chunked.KeySelection` (selected slots, then a dense tail up to each row's
   ``length``: Vegas's drafts) or ``None`` (compact mode: attend to the first ``length`` rows of ``k``/``v``;
   ``length`` an int or per-row ``[B]``). Returns ``out`` ``[B, H_q, 1, D]`` (dtype of ``q``) and ``lse``
   ``[B, H_q]`` (fp32): ``out = softmax(scale * q k[idx]^T) v[idx]`` and ``lse = logsumexp(scale * q
@@ -12,7 +12,7 @@ Shapes (``B`` batch, ``H_q``/``H_kv`` query/KV heads, ``N`` cache length, ``D`` 
 * Rows of a batch may select different numbers of positions: ``idx`` entries equal to ``-1`` are padding.
 
 On CPU, ``backend="auto"`` runs a ``KeySelection`` and compact mode in fp32 through the C kernel of
-:mod:`~hf_ext.kernels.chunk_attention` (a one-row chunk that reads the selected rows in place, prefetching
+:mod:`~hf_ext.kernels.chunked` (a one-row chunk that reads the selected rows in place, prefetching
 the rows two blocks ahead: at 8 rows x 2.3k of 32k slots, 4 heads of 64, about 1.5x the time of the same
 rows laid out contiguously, and no copy), compact mode else through ATen's fused flash kernel (one pass, and
 it returns the LSE); ``backend="torch"`` is the reference (gather, then matmul and logsumexp).
@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from hf_ext.kernels._dispatch import check_float, check_triton_sizes, resolve_backend
-from hf_ext.kernels.chunk_attention import (
+from hf_ext.kernels.chunked import (
     KeySelection,
     check_selection,
     chunk_attention,
@@ -301,7 +301,7 @@ def gathered_decode_attention(
     backend: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One-query attention over the cache rows ``idx`` (or the first ``length`` rows in compact mode, or a
-    :class:`~hf_ext.kernels.chunk_attention.KeySelection` of rows with each row's ``length``).
+    :class:`~hf_ext.kernels.chunked.KeySelection` of rows with each row's ``length``).
 
     Args:
         q: Query ``[B, H_q, 1, D]``.

@@ -217,7 +217,7 @@ def importance_from_logits(
 
     Args:
         logits: Scaled logits of the score rows ``[B, H_q, R, n]`` (``-inf`` where a row does not see), as
-            :func:`hf_ext.kernels.chunk_attention.chunk_attention` returns them.
+            :func:`hf_ext.kernels.chunked.chunk_attention` returns them.
         lse: Those rows' logsumexp over what each sees, ``[B, H_q, R]``.
         valid_len: ``[B]`` int positions to score per row (each ``<= n``).
         mode: ``"weight"`` or ``"logit"``.

@@ -20,7 +20,7 @@ from hf_ext._registry import paper
 from hf_ext._validation import check_int
 from hf_ext.sysrs.core import make_scheduler
 from hf_ext.sysrs.scores import check_score_matrix
-from hf_ext.sysrs.simulate import run_scheduler
+from hf_ext.sysrs.simulation import run_scheduler
 
 logger = logging.getLogger(__name__)
 

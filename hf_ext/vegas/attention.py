@@ -6,9 +6,9 @@ The function is registered with transformers' ``AttentionInterface`` and reads t
 * no state (pass-through): the host's SDPA call, unchanged;
 * ``"prefill"`` / ``"verify"``: exact attention over the full cache (the host's SDPA; on an ``InPlaceCache`` a
   global layer's verify, and its prefill of a short prompt such as the last token of a prefilled one, runs
-  ``hf_ext.kernels.chunk_attention``, which also returns the score rows); on a global layer the selection
+  ``hf_ext.kernels.chunked``, which also returns the score rows); on a global layer the selection
   ``I_l`` is then refreshed from this pass's scores, as a
-  :class:`~hf_ext.kernels.chunk_attention.KeySelection`: the selected slots, then the dense tail after them;
+  :class:`~hf_ext.kernels.chunked.KeySelection`: the selected slots, then the dense tail after them;
 * ``"draft"`` on a global layer: the draft token's K/V are written to the cache like any token's (the verify
   overwrites them; the loop rolls the lengths back after drafting) and one decode attention reads the
   selection and the tail in place (``hf_ext.kernels.gathered_decode_attention``; nothing is copied). Quest
@@ -34,7 +34,7 @@ from typing import Any, cast
 import torch
 from transformers.cache_utils import Cache
 
-from hf_ext.kernels.chunk_attention import KeySelection, chunk_attention, kernel_applies, pad_rows
+from hf_ext.kernels.chunked import KeySelection, chunk_attention, kernel_applies, pad_rows
 from hf_ext.kernels.gathered_attention import gathered_decode_attention
 from hf_ext.vegas.cache import InPlaceLayer
 from hf_ext.vegas.config import VegasConfig
@@ -325,10 +325,10 @@ def chunk_attention_forward(
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """SDPA's signature and result (``query`` ``[B, H_q, q, D]``, ``key``/``value`` ``[B, H_kv, N, D]`` ->
-    ``([B, q, H_q, D], None)``), computed by :func:`~hf_ext.kernels.chunk_attention.chunk_attention` where
+    ``([B, q, H_q, D], None)``), computed by :func:`~hf_ext.kernels.chunked.chunk_attention` where
     that is exact and its CPU kernel runs: no mask from the host (every row's query ``j`` sees the slots up to
     ``N - q + j``: an unpadded decode step, or a prefill with ``q == N``), a causal module, no dropout, and
-    shapes the kernel takes (:func:`~hf_ext.kernels.chunk_attention.kernel_applies`: CPU fp32, at most 64
+    shapes the kernel takes (:func:`~hf_ext.kernels.chunked.kernel_applies`: CPU fp32, at most 64
     query vectors per KV head). Anything else goes to the host's SDPA unchanged."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from hf_ext.kernels._dispatch import interpret_mode, triton_installed
-from hf_ext.kernels.block_sparse_attention import block_sparse_attention
+from hf_ext.kernels.block_sparse import block_sparse_attention
 
 
 def _qkv(b=1, h=2, s=64, d=16, seed=0):
@@ -187,7 +187,7 @@ def test_triton_rejects_non_power_of_two_block():
 
 def _coarse_case(seed=0, b=1, h=2, s=64, d=16, block=16, m=4, n_c=2):
     """q/k/v plus coarse keys: key tile ``t``'s ``m`` pooled keys/values, random entries per query tile."""
-    from hf_ext.kernels.block_sparse_attention import CoarseKeys
+    from hf_ext.kernels.block_sparse import CoarseKeys
 
     g = torch.Generator().manual_seed(seed)
     q, k, v = _qkv(b=b, h=h, s=s, d=d, seed=seed)

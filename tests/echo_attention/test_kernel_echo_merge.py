@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from hf_ext.kernels._dispatch import interpret_mode, triton_installed
-from hf_ext.kernels.block_sparse_attention import block_sparse_attention
-from hf_ext.kernels.echo_merge import echo_merge
+from hf_ext.kernels.block_sparse import block_sparse_attention
+from hf_ext.kernels.echo_tiles import echo_merge
 from hf_ext.kernels.pooling import pooled_tile_scores
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from benchmarks.sysrs.figures import budget_grid, budget_to_error
-from hf_ext.sysrs.simulate import simulate
+from hf_ext.sysrs.simulation import simulate
 from hf_ext.testing import requires
 
 

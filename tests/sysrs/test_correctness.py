@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from hf_ext.sysrs.core import ALGORITHMS
-from hf_ext.sysrs.simulate import simulate
+from hf_ext.sysrs.simulation import simulate
 
 
 @pytest.mark.parametrize("algorithm", list(ALGORITHMS))

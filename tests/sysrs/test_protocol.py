@@ -15,7 +15,7 @@ from hf_ext.sysrs.core import (
     identify_best_model,
     make_scheduler,
 )
-from hf_ext.sysrs.simulate import run_scheduler
+from hf_ext.sysrs.simulation import run_scheduler
 
 
 def _matrix(k: int = 6, n: int = 200, seed: int = 0) -> np.ndarray:

@@ -13,7 +13,7 @@ from sklearn.base import clone  # noqa: E402
 
 from hf_ext.sysrs.core import ALGORITHMS, make_scheduler  # noqa: E402
 from hf_ext.sysrs.selector import BestModelIdentifier  # noqa: E402
-from hf_ext.sysrs.simulate import run_scheduler, simulate  # noqa: E402
+from hf_ext.sysrs.simulation import run_scheduler, simulate  # noqa: E402
 
 
 def _matrix(k: int = 7, n: int = 300, seed: int = 0) -> np.ndarray:

@@ -51,7 +51,7 @@ def test_score_rows_entries():
 @pytest.mark.parametrize("mode", ["weight", "logit"])
 @pytest.mark.parametrize("backend", ["auto", "torch"])
 def test_selection_from_the_verify_scores_equals_the_separate_pass(mode, backend):
-    from hf_ext.kernels.chunk_attention import chunk_attention
+    from hf_ext.kernels.chunked import chunk_attention
 
     g = torch.Generator().manual_seed(2)
     q, k = torch.randn(3, 4, 5, 8, generator=g), torch.randn(3, 2, 40, 8, generator=g)

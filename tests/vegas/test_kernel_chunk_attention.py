@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from hf_ext.kernels import _native
-from hf_ext.kernels.chunk_attention import KeySelection, _reference, chunk_attention
+from hf_ext.kernels.chunked import KeySelection, _reference, chunk_attention
 
 SHAPES = [
     (1, 4, 4, 7, 64, 300),

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from hf_ext.kernels.chunk_attention import KeySelection
+from hf_ext.kernels.chunked import KeySelection
 from hf_ext.kernels.gathered_attention import gathered_decode_attention
 
 TOL = dict(atol=1e-5, rtol=1e-5)

@@ -41,7 +41,7 @@ def echo_merge(
 
     Args:
         out_e: Exact output ``[B, H, S, D]`` (from
-            :func:`~hf_ext.kernels.block_sparse_attention.block_sparse_attention`).
+            :func:`~hf_ext.kernels.block_sparse.block_sparse_attention`).
         lse_e: Its log-sum-exp ``[B, H, S]`` (fp32).
         rep_out: Representative per-tile partial outputs ``[B, H, n_p, b, D]``.
         rep_lse: Their log-sum-exps ``[B, H, n_p, b]``.

@@ -8,7 +8,7 @@ tiles only. Two optional extras serve EchoAttention's Echo operator in the same 
   bias (``log`` of the tokens a pooled key stands for, plus a per-entry correction), so skipped tiles are
   synthesised from their pooled keys and values inside the one online softmax;
 - *per-tile partials* ``(O_t, lse_t)`` (the softmax restricted to one key tile) for a list of (query tile,
-  key tile) pairs: the representatives that :func:`hf_ext.kernels.echo_merge.echo_merge` echoes.
+  key tile) pairs: the representatives that :func:`hf_ext.kernels.echo_tiles.echo_merge` echoes.
 
 Backends: a gather-based PyTorch path (exact, fp32: one fixed-width batched attention over the gathered
 tiles, torch's fused flash-attention CPU op on CPU, an explicit softmax when gradients are needed or off the
