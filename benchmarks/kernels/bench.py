@@ -19,8 +19,8 @@ import torch
 
 from benchmarks.harness import BenchReport, Headline, interleaved_times, pinned_threads, seeded
 from hf_ext.kernels._dispatch import interpret_mode, triton_installed
-from hf_ext.kernels.block_sparse_attention import block_sparse_attention
-from hf_ext.kernels.chunk_attention import chunk_attention
+from hf_ext.kernels.block_sparse import block_sparse_attention
+from hf_ext.kernels.chunked import chunk_attention
 from hf_ext.kernels.pooling import pooled_tile_scores
 
 REFERENCE = "PyTorch reference"

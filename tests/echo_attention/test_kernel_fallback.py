@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from hf_ext.kernels import _dispatch
-from hf_ext.kernels.chunk_attention import chunk_attention
+from hf_ext.kernels.chunked import chunk_attention
 
 
 @pytest.fixture(autouse=True)
