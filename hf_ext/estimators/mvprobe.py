@@ -86,20 +86,44 @@ def _check_shape(est: BaseEstimator, W: np.ndarray) -> None:
         )
 
 
+#: Epochs of the smallest probe that ``"auto"`` builds (``r = p = 16``).
+EPOCHS_SMALL = 150
+
+
+def probe_sizes(n_models: int, paper_epochs: int = 3000) -> dict[str, int]:
+    """What ``"auto"`` resolves to for a zoo of ``n_models`` weight matrices [reconstructed].
+
+    The paper's sizes (``n_probes = proj_dim = 128``, ``rep_dim = 512``, 3000 epochs for MVProbe, 500 for
+    ProbeX) suit zoos of thousands of models; a few hundred overfit such a probe and pay minutes for it. The
+    width ``r = p`` is 16 below 1000 models and doubles with every doubling of the zoo, up to 128 from 4000
+    models on; ``rep_dim = 4 r``; the epochs grow linearly with the width, from ``EPOCHS_SMALL`` at
+    ``r = 16`` to ``paper_epochs`` at ``r = 128``.
+
+    >>> probe_sizes(300)
+    {'n_probes': 16, 'proj_dim': 16, 'rep_dim': 64, 'max_epochs': 150}
+    >>> probe_sizes(5000)["n_probes"], probe_sizes(5000)["max_epochs"]
+    (128, 3000)
+    """
+    width = int(min(128, 16 * 2 ** max(0, int(np.floor(np.log2(max(n_models, 1) / 500))))))
+    small = min(EPOCHS_SMALL, paper_epochs)
+    epochs = int(round(small + (paper_epochs - small) * (width - 16) / (128 - 16)))
+    return {"n_probes": width, "proj_dim": width, "rep_dim": 4 * width, "max_epochs": epochs}
+
+
 class _WeightProbe(ClassifierMixin, TransformerMixin, BaseEstimator):
     """Shared fit/predict of the probe classifiers; subclasses fix the branches and the standardisation."""
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
-        "n_probes": [Interval(numbers.Integral, 1, None, closed="left")],
-        "proj_dim": [Interval(numbers.Integral, 1, None, closed="left")],
-        "rep_dim": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_probes": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "proj_dim": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "rep_dim": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "x_center": ["boolean"],
         "x_row_norm": ["boolean"],
         **_INPUT,
         "lr": [Interval(numbers.Real, 0, None, closed="neither")],
         "weight_decay": [Interval(numbers.Real, 0, None, closed="left")],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
-        "max_epochs": [Interval(numbers.Integral, 1, None, closed="left")],
+        "max_epochs": [Interval(numbers.Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "validation_fraction": [Interval(numbers.Real, 0, 1, closed="left")],
         "eval_every": [Interval(numbers.Integral, 1, None, closed="left")],
         "n_iter_no_change": [Interval(numbers.Integral, 1, None, closed="left"), None],
@@ -108,6 +132,9 @@ class _WeightProbe(ClassifierMixin, TransformerMixin, BaseEstimator):
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
+
+    #: The paper's epochs at full width, the top of the ``max_epochs="auto"`` range.
+    _PAPER_EPOCHS = 3000
 
     def _active(self) -> tuple[tuple[str, ...], bool]:
         raise NotImplementedError
@@ -137,6 +164,10 @@ class _WeightProbe(ClassifierMixin, TransformerMixin, BaseEstimator):
         if standardize:
             _warn_constant(W)
         self.weight_shape_ = tuple(int(d) for d in W.shape[1:])
+        sizes = probe_sizes(len(W), self._PAPER_EPOCHS)
+        self.n_probes_, self.proj_dim_, self.rep_dim_, self.max_epochs_ = (
+            sizes[key] if getattr(self, key) == "auto" else int(getattr(self, key)) for key in sizes
+        )
         rng = check_random_state(self.random_state)
         seed = int(rng.randint(np.iinfo(np.int32).max))
         with torch.random.fork_rng(devices=[]):
@@ -145,9 +176,9 @@ class _WeightProbe(ClassifierMixin, TransformerMixin, BaseEstimator):
                 self.weight_shape_[0],
                 self.weight_shape_[1],
                 Y.shape[1] if self.multilabel_ else len(self.classes_),
-                n_probes=self.n_probes,
-                proj_dim=self.proj_dim,
-                rep_dim=self.rep_dim,
+                n_probes=self.n_probes_,
+                proj_dim=self.proj_dim_,
+                rep_dim=self.rep_dim_,
                 branches=branches,
                 standardize=standardize,
                 x_center=self.x_center,
@@ -201,7 +232,7 @@ class _WeightProbe(ClassifierMixin, TransformerMixin, BaseEstimator):
         self.validation_scores_: list[float] = []
         best = (-np.inf, 0.0)
         best_state, self.best_epoch_, stale = None, 0, 0
-        for epoch in range(1, self.max_epochs + 1):
+        for epoch in range(1, self.max_epochs_ + 1):
             self.module_.train()
             perm = rng.permutation(train)
             total = 0.0
@@ -216,7 +247,7 @@ class _WeightProbe(ClassifierMixin, TransformerMixin, BaseEstimator):
             self.n_iter_ = epoch
             if self.verbose:
                 print(f"Epoch {epoch}, loss = {self.loss_curve_[-1]:.6f}")
-            if not len(val) or (epoch % self.eval_every and epoch != self.max_epochs):
+            if not len(val) or (epoch % self.eval_every and epoch != self.max_epochs_):
                 continue
             score = self._validate(x[val], y[val], loss_fn)
             self.validation_scores_.append(score[0])
@@ -303,12 +334,14 @@ def _warn_constant(W: np.ndarray) -> None:
 _PROBE_DOC = """
     Parameters
     ----------
-    n_probes : int, default=128
-        ``r``, learned probe vectors per branch. Use 16-32 for zoos of a few hundred models.
-    proj_dim : int, default=128
-        ``p``, projection width of each branch's point axis. Use 16-32 for small zoos.
-    rep_dim : int, default=512
-        Width of the representation returned by ``transform``.
+    n_probes : int or "auto", default="auto"
+        ``r``, learned probe vectors per branch. ``"auto"`` sizes it by the number of models in ``fit``
+        (:func:`probe_sizes`: 16 below 1000 models, the paper's 128 from 4000 on).
+    proj_dim : int or "auto", default="auto"
+        ``p``, projection width of each branch's point axis; ``"auto"``: equal to ``r``.
+    rep_dim : int or "auto", default="auto"
+        Width of the representation returned by ``transform``; ``"auto"``: ``4 r`` (the paper's 512 at
+        ``r = 128``).
     x_center, x_row_norm : bool, default=False
         Centre each view over its points / L2-normalise each point before probing.
     layer : str or None, default=None
@@ -320,7 +353,9 @@ _PROBE_DOC = """
     lr, weight_decay : float
         Adam learning rate and L2 weight decay (Adam's coupled form).
     batch_size : int, default=128
-    max_epochs : int
+    max_epochs : int or "auto", default="auto"
+        ``"auto"``: 150 epochs at ``r = 16``, growing with ``r`` to the paper's 3000 (MVProbe) / 500 (ProbeX)
+        at ``r = 128``.
     validation_fraction : float in [0, 1), default=0.1
         Share of the models held out to pick the best checkpoint (0: keep the last epoch).
     eval_every : int, default=25
@@ -346,6 +381,8 @@ _PROBE_DOC = """
         ``(d_H, d_W)`` seen at ``fit``.
     module_ : MultiViewProbe
         The trained probe network (best validation checkpoint).
+    n_probes_, proj_dim_, rep_dim_, max_epochs_ : int
+        The sizes used (``"auto"`` resolved by :func:`probe_sizes`).
     n_iter_, best_epoch_ : int
         Epochs run, and the epoch of the kept checkpoint.
     loss_curve_, validation_scores_ : list of float
@@ -390,9 +427,9 @@ class MVProbeClassifier(_WeightProbe):
 
     def __init__(
         self,
-        n_probes: int = 128,
-        proj_dim: int = 128,
-        rep_dim: int = 512,
+        n_probes: int | str = "auto",
+        proj_dim: int | str = "auto",
+        rep_dim: int | str = "auto",
         branches: tuple[str, ...] = ("xu", "xxtu", "xtu", "xtxu"),
         standardize: bool = True,
         x_center: bool = False,
@@ -403,7 +440,7 @@ class MVProbeClassifier(_WeightProbe):
         lr: float = 3e-4,
         weight_decay: float = 1e-5,
         batch_size: int = 128,
-        max_epochs: int = 3000,
+        max_epochs: int | str = "auto",
         validation_fraction: float = 0.1,
         eval_every: int = 25,
         n_iter_no_change: int | None = None,
@@ -450,19 +487,21 @@ class ProbeXClassifier(_WeightProbe):
     (
         """ProbeX: one probe branch ``XU``, no standardisation (Horwitz et al., CVPR 2025) [paper].
 
-    The same network as ``MVProbeClassifier(branches=("xu",), standardize=False)``; its defaults follow the
-    official ProbeX code (``lr=1e-3``, 500 epochs). Sensitive to the scale of ``X``.
+    The same network as ``MVProbeClassifier(branches=("xu",), standardize=False)``; its learning rate follows
+    the official ProbeX code (``lr=1e-3``), its sizes the zoo (``"auto"``, up to the official 500 epochs).
+    Sensitive to the scale of ``X``.
     """
         + _PROBE_DOC
     )
 
     _paper = paper("mvprobe")
+    _PAPER_EPOCHS = 500
 
     def __init__(
         self,
-        n_probes: int = 128,
-        proj_dim: int = 128,
-        rep_dim: int = 512,
+        n_probes: int | str = "auto",
+        proj_dim: int | str = "auto",
+        rep_dim: int | str = "auto",
         x_center: bool = False,
         x_row_norm: bool = False,
         layer: str | None = None,
@@ -471,7 +510,7 @@ class ProbeXClassifier(_WeightProbe):
         lr: float = 1e-3,
         weight_decay: float = 1e-5,
         batch_size: int = 128,
-        max_epochs: int = 500,
+        max_epochs: int | str = "auto",
         validation_fraction: float = 0.1,
         eval_every: int = 25,
         n_iter_no_change: int | None = None,
@@ -564,6 +603,9 @@ class WeightMatrixExtractor(TransformerMixin, BaseEstimator):
 class WeightStatsTransformer(TransformerMixin, BaseEstimator):
     """StatNN features: mean, std and the 0/25/50/75/100 % quantiles of each weight matrix, ``(n, 7)``.
 
+    ``get_feature_names_out`` names the columns, so ``set_output(transform="pandas")`` (or ``"polars"``)
+    returns a data frame with them.
+
     Parameters
     ----------
     layer, conv_reshape, weight_shape
@@ -608,3 +650,13 @@ class WeightStatsTransformer(TransformerMixin, BaseEstimator):
         flat = W.reshape(len(W), -1)
         std = flat.std(axis=1, ddof=1) if flat.shape[1] > 1 else np.zeros(len(flat))
         return np.column_stack([flat.mean(axis=1), std, *np.quantile(flat, self.QUANTILES, axis=1)])
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        """Names of the 7 output columns: ``mean``, ``std``, ``quantile_0`` ... ``quantile_100``.
+
+        ``input_features`` is ignored (the statistics pool every entry of the matrix); it is accepted for
+        scikit-learn's ``Pipeline`` / ``ColumnTransformer`` protocol.
+        """
+        check_is_fitted(self)
+        names = ["mean", "std", *(f"quantile_{round(100 * q)}" for q in self.QUANTILES)]
+        return np.asarray(names, dtype=object)

@@ -25,6 +25,6 @@ def test_toy_report_compares_with_the_best_baseline_of_its_zoo(tmp_path, monkeyp
     h = report.headline
     assert h.figure == "per_label_acc" and h.higher_is_better
     bases = {r["system"]: r["per_label_acc"] for r in report.rows if r["is_baseline"]}
-    assert set(bases) == {"StatNN", "ProbeX", "ProbeX x4"}
+    assert set(bases) == {"StatNN", "Flattened LR", "ProbeX", "ProbeX x4"}
     assert h.best_baseline == pytest.approx(max(bases.values()))
     assert {r["system"] for r in report.rows} == {*bases, METHOD}

@@ -126,6 +126,49 @@ def test_weight_stats_hand_computed():
     np.testing.assert_allclose(feats, [3.0, np.std([1, 2, 3, 6], ddof=1), 1.0, 1.75, 2.5, 3.75, 6.0])
 
 
+def test_weight_stats_feature_names_and_set_output():
+    X = np.random.RandomState(0).randn(6, 3, 4)
+    stats = WeightStatsTransformer().fit(X)
+    names = ["mean", "std", "quantile_0", "quantile_25", "quantile_50", "quantile_75", "quantile_100"]
+    assert stats.get_feature_names_out().tolist() == names
+    with pytest.raises(NotFittedError):
+        WeightStatsTransformer().get_feature_names_out()
+    pd = pytest.importorskip("pandas")
+    frame = WeightStatsTransformer().set_output(transform="pandas").fit_transform(X)
+    assert isinstance(frame, pd.DataFrame) and list(frame.columns) == names
+    np.testing.assert_array_equal(frame.to_numpy(), stats.transform(X))
+    frame = stats.set_output(transform="pandas").transform(X)
+    assert list(frame.columns) == names and frame.shape == (6, 7)
+
+
+def test_weight_stats_names_flow_through_a_pipeline():
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    pipe = make_pipeline(WeightStatsTransformer(), StandardScaler()).fit(
+        np.random.RandomState(1).randn(8, 3, 3)
+    )
+    assert pipe.get_feature_names_out()[[0, -1]].tolist() == ["mean", "quantile_100"]
+
+
+def test_auto_sizes_follow_the_zoo_size():
+    from hf_ext.estimators.mvprobe import probe_sizes
+
+    assert probe_sizes(300) == {"n_probes": 16, "proj_dim": 16, "rep_dim": 64, "max_epochs": 150}
+    assert probe_sizes(999)["n_probes"] == 16 and probe_sizes(1000)["n_probes"] == 32
+    assert probe_sizes(2000)["n_probes"] == 64 and probe_sizes(4000)["n_probes"] == 128
+    assert probe_sizes(10**6) == {"n_probes": 128, "proj_dim": 128, "rep_dim": 512, "max_epochs": 3000}
+    assert probe_sizes(10**6, paper_epochs=500)["max_epochs"] == 500
+    widths = [probe_sizes(n)["n_probes"] for n in range(1, 9000, 250)]
+    assert widths == sorted(widths)
+    X, y = np.random.RandomState(0).randn(20, 4, 3), np.arange(20) % 2
+    for cls in (MVProbeClassifier, ProbeXClassifier):
+        clf = cls(max_epochs=2, random_state=0).fit(X, y)
+        assert (clf.n_probes_, clf.proj_dim_, clf.rep_dim_, clf.max_epochs_) == (16, 16, 64, 2)
+        assert clf.module_.encoder.in_features % (16 * 16) == 0
+        assert cls(random_state=0).get_params()["n_probes"] == "auto"
+
+
 def test_one_d_labels_use_softmax():
     rng = np.random.RandomState(0)
     X = rng.randn(40, 3, 2)
@@ -198,6 +241,8 @@ def test_predict_with_other_shape_quotes_both():
         {"rep_dim": 0},
         {"batch_size": 0},
         {"max_epochs": 0},
+        {"n_probes": "big"},
+        {"max_epochs": "auto-ish"},
         {"validation_fraction": 1.0},
         {"validation_fraction": -0.1},
     ],
