@@ -2,10 +2,14 @@
 
 Each auditor learns a partition of the feature space in ``fit(X, covered)`` (k-means cells, 1-D value groups,
 or the worst slab and its complement), predicts the empirical coverage of a point's cell in ``predict_proba``
-(a partition classifier of the coverage, the kind implicit in CovGap), and scores new data with the metric
-computed on the learned partition, i.e. a held-out version of the metric. ``score`` returns the metric itself:
-for the gap statistics a larger value means stronger evidence of conditional miscoverage, for the coverage
-statistics (``reduction="min"``, WSC) a smaller one.
+(a partition classifier of the coverage, the kind implicit in CovGap), and computes the metric on new data
+over the learned partition, i.e. a held-out version of the metric (``statistic``).
+
+``score`` has one sign for every auditor, ``CoverageAuditor`` included: **higher = stronger evidence of
+conditional miscoverage**, so ``GridSearchCV`` (which maximises ``score``) picks the most powerful auditor
+setting. For the gap statistics (CovGap, SSC/EOC gap) ``score`` is the held-out gap itself; for the coverage
+statistics (FSC / ``reduction="min"``, WSC), where a *lower* coverage is the evidence, it is the shortfall
+``(1 - alpha) - statistic``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,10 @@ class _PartitionAuditor(ClassifierMixin, BaseEstimator):
 
     def _statistic(self, cells: np.ndarray, z: np.ndarray) -> float:
         raise NotImplementedError
+
+    def _is_coverage(self) -> bool:
+        """Whether ``statistic`` is a coverage (low = evidence) rather than a gap (high = evidence)."""
+        return getattr(self, "reduction", "gap") == "min"
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any) -> _PartitionAuditor:
@@ -81,12 +89,19 @@ class _PartitionAuditor(ClassifierMixin, BaseEstimator):
         return self.classes_[(proba[:, 1] > 0.5).astype(int)]
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
-        """The metric on new data, computed on the partition learned in ``fit`` (see the module docstring).
+        """Evidence of conditional miscoverage on new data, higher = stronger (module docstring): the held-out
+        gap, or the coverage shortfall ``(1 - alpha) - statistic(X, y)`` for the coverage statistics.
 
         ``sample_weight`` is not supported and must be None.
         """
         if sample_weight is not None:
             raise ValueError(f"`sample_weight` is not supported by {type(self).__name__}.score; pass None.")
+        value = self.statistic(X, y)
+        return (1.0 - self.alpha) - value if self._is_coverage() else value
+
+    def statistic(self, X: Any, y: Any) -> float:
+        """The metric itself on new data, computed on the partition learned in ``fit``: CovGap / SSC gap
+        (lower is better for the audited method) or a coverage (FSC, WSC: higher is better)."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         z = (np.asarray(y) == self.classes_[1]).astype(np.float64)
@@ -114,7 +129,8 @@ class CovGapAuditor(_PartitionAuditor):
     weighted : bool, default=False
         Size-weighted CovGap.
     reduction : {"gap", "min"}, default="gap"
-        ``"gap"``: CovGap (lower is better for the audited method); ``"min"``: FSC, the worst cell coverage.
+        ``"gap"``: CovGap (lower is better for the audited method); ``"min"``: FSC, the worst cell coverage
+        (``score`` is then its shortfall from ``1 - alpha``).
     random_state : int, default=0
         k-means seed.
 
@@ -204,8 +220,10 @@ class SizeStratifiedAuditor(_PartitionAuditor):
     --------
     >>> import numpy as np
     >>> sizes = np.array([[1], [1], [2], [2], [3], [3]])
-    >>> SizeStratifiedAuditor(reduction="min").fit(sizes, [1, 1, 1, 0, 0, 1]).score(sizes, [1, 1, 1, 0, 0, 1])
-    0.5
+    >>> covered = [1, 1, 1, 0, 0, 1]
+    >>> auditor = SizeStratifiedAuditor(reduction="min").fit(sizes, covered)
+    >>> auditor.statistic(sizes, covered), round(auditor.score(sizes, covered), 2)
+    (0.5, 0.4)
     """
 
     _paper = paper("ert")
@@ -272,8 +290,13 @@ class WorstSlabAuditor(_PartitionAuditor):
 
     This is the held-out WSC [reconstructed from the older WSC literature]: in-sample WSC is biased low.
 
+    ``score`` is the shortfall ``(1 - alpha) - coverage`` (higher = stronger evidence, as every auditor);
+    ``statistic`` is the held-out slab coverage itself.
+
     Parameters
     ----------
+    alpha : float, default=0.1
+        Miscoverage level in (0, 1); the target coverage is ``1 - alpha``.
     delta : float, default=0.1
         Minimum slab mass in (0, 1) [reconstructed conventional default].
     num_directions : int, default=1000
@@ -294,18 +317,23 @@ class WorstSlabAuditor(_PartitionAuditor):
     >>> import numpy as np
     >>> X = np.arange(40.0).reshape(-1, 1)
     >>> covered = (X[:, 0] < 30).astype(int)
-    >>> WorstSlabAuditor(delta=0.2, num_directions=5).fit(X[::2], covered[::2]).score(X[1::2], covered[1::2])
-    0.0
+    >>> auditor = WorstSlabAuditor(delta=0.2, num_directions=5).fit(X[::2], covered[::2])
+    >>> auditor.statistic(X[1::2], covered[1::2]), round(auditor.score(X[1::2], covered[1::2]), 2)
+    (0.0, 0.9)
     """
 
     _paper = paper("ert")
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "alpha": _ALPHA,
         "delta": [Interval(Real, 0, 1, closed="neither")],
         "num_directions": [Interval(Integral, 1, None, closed="left")],
         "random_state": _SEED,
     }
 
-    def __init__(self, delta: float = 0.1, num_directions: int = 1000, random_state: int = 42) -> None:
+    def __init__(
+        self, alpha: float = 0.1, delta: float = 0.1, num_directions: int = 1000, random_state: int = 42
+    ) -> None:
+        self.alpha = alpha
         self.delta = delta
         self.num_directions = num_directions
         self.random_state = random_state
@@ -317,6 +345,9 @@ class WorstSlabAuditor(_PartitionAuditor):
     def _assign(self, X: np.ndarray) -> np.ndarray:
         proj = X @ self.slab_.direction
         return ((proj >= self.slab_.a) & (proj <= self.slab_.b)).astype(np.int64)
+
+    def _is_coverage(self) -> bool:
+        return True
 
     def _statistic(self, cells: np.ndarray, z: np.ndarray) -> float:
         inside = cells == 1

@@ -18,6 +18,7 @@ from hf_ext.testing import requires
 pytestmark = requires("metrics", "sklearn")
 
 sklearn = pytest.importorskip("sklearn")
+from sklearn.dummy import DummyClassifier  # noqa: E402
 from sklearn.ensemble import RandomForestClassifier  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
@@ -116,10 +117,41 @@ def test_partition_auditors_score_held_out_metrics():
     rng = np.random.default_rng(2)
     X = rng.uniform(-1, 1, (2000, 2))
     z = (rng.random(2000) < np.where(X[:, 0] > 0.3, 0.7, 0.99)).astype(int)
-    gap = CovGapAuditor(n_groups=8).fit(X[:1000], z[:1000]).score(X[1000:], z[1000:])
-    wsc = WorstSlabAuditor(num_directions=50).fit(X[:1000], z[:1000]).score(X[1000:], z[1000:])
-    assert gap > 0.05 and wsc < 0.8
+    gap = CovGapAuditor(n_groups=8).fit(X[:1000], z[:1000])
+    wsc = WorstSlabAuditor(num_directions=50).fit(X[:1000], z[:1000])
+    assert gap.statistic(X[1000:], z[1000:]) > 0.05 and wsc.statistic(X[1000:], z[1000:]) < 0.8
+    assert gap.score(X[1000:], z[1000:]) == gap.statistic(X[1000:], z[1000:])
+    assert wsc.score(X[1000:], z[1000:]) == pytest.approx(0.9 - wsc.statistic(X[1000:], z[1000:]), abs=1e-15)
     sizes = np.c_[np.where(X[:, 0] > 0.3, 1, 2)]
-    assert (
-        SizeStratifiedAuditor(reduction="min").fit(sizes[:1000], z[:1000]).score(sizes[1000:], z[1000:]) < 0.8
-    )
+    ssc = SizeStratifiedAuditor(reduction="min").fit(sizes[:1000], z[:1000])
+    assert ssc.statistic(sizes[1000:], z[1000:]) < 0.8
+    assert ssc.score(sizes[1000:], z[1000:]) == pytest.approx(0.9 - ssc.statistic(sizes[1000:], z[1000:]))
+
+
+def _miscovered_slab(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Coverage 0.5 on the slab x0 > 0.8 (10% of the mass), 0.95 elsewhere."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, 2))
+    return X, (rng.random(n) < np.where(X[:, 0] > 0.8, 0.5, 0.95)).astype(int)
+
+
+@pytest.mark.parametrize(
+    "make, grid, best",
+    [
+        (lambda: WorstSlabAuditor(num_directions=50), {"delta": [0.1, 0.9]}, 0.1),
+        (lambda: CovGapAuditor(reduction="min"), {"n_groups": [1, 16]}, 16),
+        (lambda: CovGapAuditor(), {"n_groups": [1, 16]}, 16),
+        (lambda: CoverageAuditor(), {"classifier": [DummyClassifier(), LogisticRegression()]}, "lr"),
+    ],
+)
+def test_one_score_sign_grid_search_picks_the_more_powerful_setting(make, grid, best):
+    """Every auditor's score is higher = stronger evidence, so GridSearchCV picks the setting that sees the
+    miscovered slab: the thin slab (not one of 90% mass), 16 cells (not one), a real classifier."""
+    from sklearn.model_selection import GridSearchCV
+
+    X, z = _miscovered_slab(1500, 3)
+    search = GridSearchCV(make(), grid, cv=3).fit(X, z)
+    picked = next(iter(search.best_params_.values()))
+    assert isinstance(picked, LogisticRegression) if best == "lr" else picked == best
+    low, high = sorted(search.cv_results_["mean_test_score"])
+    assert high > low + 0.02
