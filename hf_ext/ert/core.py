@@ -30,6 +30,10 @@ from hf_ext._validation import check_choice, check_int, check_n_jobs
 from hf_ext.ert.inputs import shuffled_order
 
 LOSSES = ("l1", "l2", "kl")
+#: Row orders the cross-fitting folds can be drawn over (see :func:`cross_fit_ert`).
+FOLD_ORDERS = ("canonical", "as_given")
+#: Null hypotheses of the held-out tests: p(x) constant (:func:`uniformity_test`) or p(x) = tau(x).
+NULLS = ("uniform", "target")
 SIDES = ("both", "over", "under")
 #: Keys of every ERT result dict, in the column order of ``fold_values``.
 KEYS = ("l1", "l2", "kl", "l1_over", "l1_under", "l2_over", "l2_under", "kl_over", "kl_under")
@@ -196,17 +200,21 @@ def cross_fit_ert(
     n_splits: int = 5,
     random_state: int = 42,
     n_jobs: int | None = None,
+    fold_order: str = "canonical",
 ) -> dict[str, Any]:
     """Cross-fitted ERT for all losses and sides (arguments as :func:`cross_fit_predictions`, ``tau (n,)``).
 
-    Rows are first put in a seeded order of the set of rows (:func:`hf_ext.ert.inputs.shuffled_order` with
-    ``random_state``), so the folds, and the value, do not depend on the order the rows came in; every form
-    (functional, Metric, estimator) goes through here. Rows passed already in that order give exactly
-    ``covmetrics.ERT.evaluate``'s folds [reconstructed].
+    ``fold_order="canonical"`` (default) first puts the rows in a seeded order of the *set* of rows
+    (:func:`hf_ext.ert.inputs.shuffled_order` with ``random_state``), so the folds, and the value, do not
+    depend on the order the rows came in [reconstructed]; every form (functional, Metric, estimator) goes
+    through here. ``fold_order="as_given"`` draws ``KFold(n_splits, shuffle=True, random_state)`` over the
+    rows as passed, exactly as ``covmetrics.ERT.evaluate`` does, so the value equals covmetrics' on the
+    caller's own row order (and changes when the rows are permuted).
     All-covered or all-uncovered data carries no information about conditional coverage: a warning is raised
     and every value is 0."""
     check_int("n_splits", n_splits, low=2, high=covered.shape[0])
     check_n_jobs("n_jobs", n_jobs)
+    check_choice("fold_order", fold_order, FOLD_ORDERS)
     if np.unique(covered).size < 2:
         warnings.warn(
             f"`covered` is constant ({covered[0]:g} for all {covered.size} samples); ERT is 0 by definition.",
@@ -216,8 +224,9 @@ def cross_fit_ert(
         out: dict[str, Any] = dict.fromkeys(KEYS, 0.0)
         out["fold_values"] = np.zeros((n_splits, len(KEYS)))
         return out
-    order = shuffled_order(random_state, features, covered, tau)
-    features, covered, tau = features[order], covered[order], tau[order]
+    if fold_order == "canonical":
+        order = shuffled_order(random_state, features, covered, tau)
+        features, covered, tau = features[order], covered[order], tau[order]
     h, fold_id = cross_fit_predictions(features, covered, classifier, n_splits, random_state, n_jobs)
     return ert_table(h, covered, tau, fold_id)
 
@@ -266,6 +275,37 @@ def held_out_test(h: np.ndarray, z: np.ndarray, tau: np.ndarray) -> HeldOutTest:
     )
 
 
+def uniformity_test(h: np.ndarray, z: np.ndarray) -> HeldOutTest:
+    """Exact one-sided test of "coverage does not depend on x" from predictions ``h`` fitted on *other* data
+    [reconstructed].
+
+    H0: p(x) = c for almost every x, for some unknown constant c. Split conformal guarantees its marginal
+    coverage only up to the randomness of a finite calibration set (the coverage given the calibration set is
+    Beta-distributed around 1 - alpha), so a test of p(x) = tau (:func:`held_out_test`) also rejects a
+    well-specified predictor whose calibration set happened to land off tau; this test does not. The
+    statistic is the held-out ERT-L1 against the held-out marginal coverage ``c = mean(z)``: ``mean(s_i (z_i
+    - c))``, ``s_i = sign(h_i - c)``. Under H0 the ``z_i`` are exchangeable given h, so given their total
+    (which fixes c and the signs) and the rows at ``h_i == c`` (no evidence), the covered rows among those
+    above c are hypergeometric: the p-value is the one-sided Fisher exact tail ``P(A >= A_obs)``.
+
+    Args:
+        h: Held-out predictions ``(n,)``. z: coverage indicators ``(n,)``.
+
+    Returns:
+        ``HeldOutTest`` whose ``n_above`` / ``n_below`` count the rows h puts above / below ``c``.
+    """
+    from scipy.stats import hypergeom
+
+    c = float(z.mean())
+    s = np.sign(h - c)
+    above, below = s > 0, s < 0
+    n_a, n_b = int(above.sum()), int(below.sum())
+    hits_a = int(round(float(z[above].sum())))
+    hits = hits_a + int(round(float(z[below].sum())))
+    p_value = float(hypergeom.sf(hits_a - 1, n_a + n_b, hits, n_a)) if n_a and n_b else 1.0
+    return HeldOutTest(float(np.mean(s * (z - c))), min(max(p_value, 0.0), 1.0), int(z.size), n_a, n_b)
+
+
 def split_test(
     features: np.ndarray,
     covered: np.ndarray,
@@ -273,12 +313,16 @@ def split_test(
     classifier: Any = "hgb",
     test_size: float = 0.5,
     random_state: int = 42,
+    null: str = "uniform",
 ) -> HeldOutTest:
-    """:func:`held_out_test` on one data set: fit the classifier on a random ``1 - test_size`` of the rows
+    """An exact held-out test on one data set: fit the classifier on a random ``1 - test_size`` of the rows
     (:func:`hf_ext.ert.inputs.shuffled_order` with ``random_state``), test on the rest [reconstructed].
 
-    Unlike a normal approximation on cross-fitted differences, whose folds share training data, this test has
-    level <= alpha at every n."""
+    ``null="uniform"`` tests "coverage does not depend on x" (:func:`uniformity_test`; valid for split
+    conformal whatever its calibration set); ``null="target"`` tests "coverage equals tau everywhere"
+    (:func:`held_out_test`; also rejects a marginal deviation from tau). Unlike a normal approximation on
+    cross-fitted differences, whose folds share training data, both have level <= alpha at every n."""
+    check_choice("null", null, NULLS)
     from hf_ext.ert.classifiers import make_classifier
 
     n = covered.shape[0]
@@ -293,4 +337,6 @@ def split_test(
         labels = covered[fit].astype(np.int64)
         model = make_classifier(classifier, labels, random_state).fit(features[fit], labels)
         h = positive_proba(model, features[test])
+    if null == "uniform":
+        return uniformity_test(h, covered[test])
     return held_out_test(h, covered[test], tau[test])

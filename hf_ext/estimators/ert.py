@@ -15,17 +15,20 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hf_ext._registry import paper
-from hf_ext._validation import check_probability
+from hf_ext._validation import check_choice, check_probability
 from hf_ext.ert.classifiers import CLASSIFIERS, allows_nan, make_classifier
 from hf_ext.ert.core import (
+    FOLD_ORDERS,
     KEYS,
     LOSSES,
+    NULLS,
     HeldOutTest,
     cross_fit_ert,
     ert_table,
     held_out_test,
     per_sample_excess_risk,
     positive_proba,
+    uniformity_test,
 )
 from hf_ext.ert.inputs import check_covered, check_features, target_vector
 
@@ -70,6 +73,7 @@ class AuditSummary:
         test: The exact held-out test of ERT-L1 (``statistic``, ``p_value``, ``n_above``, ``n_below``).
         level: Level of the verdict.
         classifier: The auditor's classifier.
+        null: The test's null hypothesis: ``"uniform"`` (coverage does not depend on x) or ``"target"``.
     """
 
     n: int
@@ -79,6 +83,7 @@ class AuditSummary:
     test: HeldOutTest
     level: float
     classifier: str
+    null: str = "uniform"
 
     def __str__(self) -> str:
         e, t = self.ert, self.test
@@ -93,8 +98,10 @@ class AuditSummary:
             f"  ERT-L1               {e['l1']:+.4f}  (under {e['l1_under']:+.4f}, over {e['l1_over']:+.4f})",
             f"  ERT-L2 (Brier)       {e['l2']:+.5f} (under {e['l2_under']:+.5f}, over {e['l2_over']:+.5f})",
             f"  ERT-KL (log-loss)    {e['kl']:+.5f} (under {e['kl_under']:+.5f}, over {e['kl_over']:+.5f})",
-            f"  p-value              {t.p_value:.3g}   (exact held-out test of ERT-L1; h above tau on "
-            f"{t.n_above} rows, below on {t.n_below})",
+            f"  p-value              {t.p_value:.3g}   (exact held-out test that coverage "
+            + ("does not depend on x" if self.null == "uniform" else "equals the target")
+            + f"; h above {'the marginal' if self.null == 'uniform' else 'tau'} on {t.n_above} rows, "
+            f"below on {t.n_below})",
             f"  at level {self.level:g}: {verdict}",
         ]
         return "\n".join(lines)
@@ -110,7 +117,8 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
 
     Sign convention: for the *audited* conformal method lower ERT is better; for the *auditor* a larger ERT is
     a tighter lower bound on the miscoverage distance, so ``GridSearchCV`` maximising ``score`` picks the most
-    powerful auditor classifier (scikit-learn's greater-is-better rule).
+    powerful auditor classifier (scikit-learn's greater-is-better rule). Every auditor of
+    :mod:`hf_ext.estimators.conditional_coverage` scores with the same sign (higher = stronger evidence).
 
     Parameters
     ----------
@@ -129,6 +137,10 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
     n_jobs : int or None, default=None
         Folds of :meth:`cross_fit_ert` fitted at once through joblib (``-1``: every core; a
         ``joblib.parallel_config`` backend such as Dask or Ray applies). The result does not depend on it.
+    fold_order : {"canonical", "as_given"}, default="canonical"
+        Row order the folds of :meth:`cross_fit_ert` are drawn over: ``"canonical"`` makes the value
+        independent of the row order; ``"as_given"`` is ``KFold`` over the rows as passed, as
+        ``covmetrics.ERT.evaluate``.
 
     Attributes
     ----------
@@ -159,6 +171,7 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
         "n_splits": [Interval(Integral, 2, None, closed="left")],
         "random_state": [Interval(Integral, 0, None, closed="left")],
         "n_jobs": [Integral, None],
+        "fold_order": [StrOptions(set(FOLD_ORDERS))],
     }
 
     def __init__(
@@ -169,6 +182,7 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
         n_splits: int = 5,
         random_state: int = 42,
         n_jobs: int | None = None,
+        fold_order: str = "canonical",
     ) -> None:
         self.classifier = classifier
         self.alpha = alpha
@@ -176,6 +190,7 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
         self.n_splits = n_splits
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.fold_order = fold_order
 
     def _finite(self) -> bool | str:
         return "allow-nan" if allows_nan(self.classifier) else True
@@ -236,12 +251,15 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
         h, z, tau = self._held_out(X, y, target_coverage)
         return float(per_sample_excess_risk(h, z, tau, self.loss).mean())
 
-    def p_value(self, X: Any, y: Any, target_coverage: Any = None) -> float:
-        """One-sided p-value of "P(covered | x) = target for every x" on held-out ``(X, y)`` [reconstructed].
+    def p_value(self, X: Any, y: Any, target_coverage: Any = None, null: str = "uniform") -> float:
+        """One-sided p-value of conditional miscoverage on held-out ``(X, y)`` [reconstructed].
 
-        Exact: given the fitted classifier h (fitted on other rows), the held-out ERT-L1
-        ``mean(sign(h - tau) (covered - tau))`` is compared with its distribution when every ``covered`` is
-        Bernoulli(tau) independently of X; no asymptotics (see :func:`hf_ext.ert.core.held_out_test`). The
+        Exact, given the fitted classifier h (fitted on other rows): with ``null="uniform"`` the held-out
+        ERT-L1 against the held-out marginal coverage c, ``mean(sign(h - c) (covered - c))``, is compared with
+        its distribution when coverage does not depend on X (a hypergeometric tail;
+        :func:`hf_ext.ert.core.uniformity_test`), so a well-specified split-conformal predictor is not flagged
+        for the marginal deviation its finite calibration set allows. ``null="target"`` tests "P(covered | x)
+        = target for every x" (every ``covered`` Bernoulli(tau); :func:`hf_ext.ert.core.held_out_test`). The
         rows must not have been used in ``fit``, or the p-value is invalid.
 
         Parameters
@@ -250,15 +268,25 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
         y : array-like of shape (n_samples,)
             Coverage indicator, with the labels seen in ``fit``.
         target_coverage : float or array-like of shape (n_samples,), optional
-            Per-sample target; defaults to ``1 - alpha``.
+            Per-sample target; defaults to ``1 - alpha`` (only used by ``null="target"``).
+        null : {"uniform", "target"}, default="uniform"
+            Null hypothesis: coverage constant in x, or equal to the target everywhere.
 
         Returns
         -------
         p_value : float
         """
-        return held_out_test(*self._held_out(X, y, target_coverage)).p_value
+        return self._test(*self._held_out(X, y, target_coverage), null).p_value
 
-    def summary(self, X: Any, y: Any, target_coverage: Any = None, level: float = 0.05) -> AuditSummary:
+    @staticmethod
+    def _test(h: np.ndarray, z: np.ndarray, tau: np.ndarray, null: str) -> HeldOutTest:
+        if check_choice("null", null, NULLS) == "uniform":
+            return uniformity_test(h, z)
+        return held_out_test(h, z, tau)
+
+    def summary(
+        self, X: Any, y: Any, target_coverage: Any = None, level: float = 0.05, null: str = "uniform"
+    ) -> AuditSummary:
         """Held-out audit of ``(X, y)``: marginal coverage, the nine ERT values and the p-value.
 
         ``str(summary)`` renders a small report; the fields hold the figures. Use rows not seen in ``fit``.
@@ -269,12 +297,15 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
             As :meth:`p_value`.
         level : float, default=0.05
             Test level of the verdict line, in (0, 1).
+        null : {"uniform", "target"}, default="uniform"
+            Null hypothesis of the p-value (see :meth:`p_value`).
 
         Returns
         -------
         summary : AuditSummary
         """
         level = check_probability("level", level, low_open=True, high_open=True)
+        check_choice("null", null, NULLS)
         h, z, tau = self._held_out(X, y, target_coverage)
         table = ert_table(h, z, tau, np.zeros(z.size, dtype=np.int64))
         return AuditSummary(
@@ -282,9 +313,10 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
             coverage=float(z.mean()),
             target=float(tau.mean()),
             ert={key: table[key] for key in KEYS},
-            test=held_out_test(h, z, tau),
+            test=self._test(h, z, tau, null),
             level=level,
             classifier=repr(self.classifier),
+            null=null,
         )
 
     def _held_out(self, X: Any, y: Any, target_coverage: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -312,7 +344,9 @@ class CoverageAuditor(ClassifierMixin, BaseEstimator):
         z = check_covered(y, "y")
         feats = check_features(X, z.shape[0], allow_nan=allows_nan(self.classifier), name="X")
         tau = target_vector(self.alpha, target_coverage, z.shape[0])
-        return cross_fit_ert(feats, z, tau, self.classifier, self.n_splits, self.random_state, self.n_jobs)
+        return cross_fit_ert(
+            feats, z, tau, self.classifier, self.n_splits, self.random_state, self.n_jobs, self.fold_order
+        )
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()

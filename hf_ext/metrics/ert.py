@@ -8,9 +8,9 @@ import torch
 from torch import Tensor
 
 from hf_ext._registry import paper
-from hf_ext._validation import check_int, check_n_jobs, check_probability
+from hf_ext._validation import check_choice, check_int, check_n_jobs, check_probability
 from hf_ext.ert.classifiers import allows_nan, check_classifier
-from hf_ext.ert.core import KEYS, cross_fit_ert
+from hf_ext.ert.core import FOLD_ORDERS, KEYS, cross_fit_ert
 from hf_ext.metrics.conditional_coverage import _CatCoverageMetric
 from hf_ext.metrics.functional.ert import _excess_risk_target_coverage_update
 
@@ -40,6 +40,9 @@ class ExcessRiskTargetCoverage(_CatCoverageMetric):
         random_state: Seed of the fold shuffle and of the default classifier.
         n_jobs: Folds fitted at once through joblib at ``compute`` (``-1``: every core); the value does not
             depend on it.
+        fold_order: ``"canonical"`` (default: the value does not depend on batch, merge or rank order) or
+            ``"as_given"`` (folds over the samples in update order, as ``covmetrics`` over an array; under DDP
+            the order is rank by rank, so the value then depends on the world size).
         kwargs: Passed to :class:`torchmetrics.Metric`.
 
     As input to ``forward`` and ``update``:
@@ -76,6 +79,7 @@ class ExcessRiskTargetCoverage(_CatCoverageMetric):
         n_splits: int = 5,
         random_state: int = 42,
         n_jobs: int | None = None,
+        fold_order: str = "canonical",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -85,6 +89,7 @@ class ExcessRiskTargetCoverage(_CatCoverageMetric):
         self.n_splits = check_int("n_splits", n_splits, low=2)
         self.random_state = check_int("random_state", random_state, low=0)
         self.n_jobs = check_n_jobs("n_jobs", n_jobs)
+        self.fold_order = check_choice("fold_order", fold_order, FOLD_ORDERS)
 
     def update(
         self,
@@ -127,6 +132,7 @@ class ExcessRiskTargetCoverage(_CatCoverageMetric):
             self.n_splits,
             self.random_state,
             self.n_jobs,
+            self.fold_order,
         )
         out = {key: torch.tensor(table[key], dtype=torch.float64) for key in KEYS}
         out["fold_values"] = torch.as_tensor(table["fold_values"], dtype=torch.float64)

@@ -1,4 +1,5 @@
-"""The ERT p-value (exact held-out test), ``ert_test`` and ``CoverageAuditor.p_value`` / ``summary``."""
+"""The ERT p-values (exact held-out tests of "coverage does not depend on x" and of "coverage equals tau"),
+``ert_test`` and ``CoverageAuditor.p_value`` / ``summary``."""
 
 from __future__ import annotations
 
@@ -55,6 +56,77 @@ def test_p_value_is_valid_under_the_null():
     assert np.mean(pvals <= 0.05) >= 0.02  # discreteness makes it conservative, not useless
 
 
+def test_hand_computed_uniformity_test():
+    from hf_ext.ert.core import uniformity_test
+
+    # c = mean(z) = 0.75; s = (+, +, -, -); 3 covered, 2 of them above: P(A >= 2) = C(3,2) C(1,0) / C(4,2)
+    res = uniformity_test(np.array([0.9, 0.9, 0.6, 0.6]), np.array([1.0, 1.0, 0.0, 1.0]))
+    assert res.p_value == pytest.approx(0.5, abs=1e-12)
+    assert res.statistic == pytest.approx((0.25 + 0.25 + 0.75 - 0.25) / 4)
+    assert (res.n, res.n_above, res.n_below) == (4, 2, 2)
+    # no row on one side of c, or constant z: no evidence
+    assert uniformity_test(np.full(5, 0.99), np.array([1.0, 1.0, 0.0, 1.0, 1.0])).p_value == 1.0
+    assert uniformity_test(np.linspace(0, 1, 5), np.ones(5)).p_value == 1.0
+
+
+def test_uniformity_test_is_valid_whatever_the_marginal_and_the_target_test_is_not():
+    """Coverage constant in x at a level that differs from tau from run to run (as split conformal's finite
+    calibration set makes it), h an estimate of that level from other data: the uniformity test keeps its
+    level, the test of p = tau does not."""
+    from hf_ext.ert.core import held_out_test, uniformity_test
+
+    rng = np.random.default_rng(5)
+    uniform, target = [], []
+    for _ in range(1000):
+        c = rng.uniform(0.87, 0.93)
+        h, z = np.clip(c + rng.normal(0, 0.02, 400), 0, 1), (rng.random(400) < c).astype(float)
+        uniform.append(uniformity_test(h, z).p_value)
+        target.append(held_out_test(h, z, np.full(400, 0.9)).p_value)
+    uniform, target = np.array(uniform), np.array(target)
+    for a in (0.01, 0.05, 0.2, 0.5):
+        assert np.mean(uniform <= a) <= a + 3 * np.sqrt(a * (1 - a) / uniform.size)
+    assert np.mean(uniform <= 0.05) >= 0.02
+    assert np.mean(target <= 0.05) > 0.15
+
+
+def test_ert_test_does_not_flag_well_specified_split_conformal():
+    """40 split-conformal runs (linear model, homoscedastic noise, 300 calibration rows): the default test
+    rejects at most at its level; the test of p = tau reacts to each run's marginal deviation."""
+    from sklearn.linear_model import LogisticRegression
+
+    from hf_ext.metrics.functional import ert_test
+
+    rng = np.random.default_rng(6)
+    rejected = {"uniform": 0, "target": 0}
+    for _ in range(40):
+        x = rng.uniform(-1, 1, (1300, 3))
+        y = x @ np.array([1.0, 0.0, -1.0]) + rng.normal(size=1300)
+        width = np.sort(np.abs(y[:300] - x[:300] @ np.array([1.0, 0.0, -1.0])))[270]  # ceil(301 * 0.9) = 271
+        covered = np.abs(y[300:] - x[300:] @ np.array([1.0, 0.0, -1.0])) <= width
+        for null in rejected:
+            res = ert_test(x[300:], covered, alpha=0.1, classifier=LogisticRegression(), null=null)
+            rejected[null] += res.p_value <= 0.05
+    assert rejected["uniform"] <= 2  # 40 x 0.05; P(Bin(40, 0.05) >= 3) = 0.32, the seed is fixed
+    assert rejected["target"] > rejected["uniform"]
+
+
+def test_unknown_null_is_rejected():
+    from sklearn.linear_model import LogisticRegression
+
+    from hf_ext.estimators import CoverageAuditor
+    from hf_ext.metrics.functional import ert_test
+
+    rng = np.random.default_rng(7)
+    X, z = rng.normal(size=(100, 2)), (rng.random(100) < 0.9).astype(int)
+    with pytest.raises(ValueError, match="null"):
+        ert_test(X, z, null="tau")
+    auditor = CoverageAuditor(classifier=LogisticRegression()).fit(X, z)
+    with pytest.raises(ValueError, match="null"):
+        auditor.p_value(X, z, null="exact")
+    with pytest.raises(ValueError, match="null"):
+        auditor.summary(X, z, null="exact")
+
+
 def test_ert_test_detects_a_step_and_not_a_null():
     from sklearn.linear_model import LogisticRegression
 
@@ -95,7 +167,11 @@ def test_auditor_p_value_and_summary_on_held_out_rows():
     summary = auditor.summary(X[1500:], z[1500:])
     assert summary.test.p_value == auditor.p_value(X[1500:], z[1500:]) < 1e-6
     assert summary.ert["l1"] == pytest.approx(auditor.score(X[1500:], z[1500:]))
-    assert summary.test.statistic == pytest.approx(summary.ert["l1"])
+    assert summary.null == "uniform" and "does not depend on x" in str(summary)
+    target = auditor.summary(X[1500:], z[1500:], null="target")
+    assert target.test.p_value == auditor.p_value(X[1500:], z[1500:], null="target") < 1e-6
+    assert target.test.statistic == pytest.approx(summary.ert["l1"])
+    assert "equals the target" in str(target)
     assert set(summary.ert) == set(KEYS)
     for loss in ("l1", "l2", "kl"):
         assert summary.ert[f"{loss}_over"] + summary.ert[f"{loss}_under"] == pytest.approx(summary.ert[loss])

@@ -16,7 +16,16 @@ from torch import Tensor
 
 from hf_ext._validation import check_choice, check_int, check_n_jobs, check_probability
 from hf_ext.ert.classifiers import allows_nan, check_classifier
-from hf_ext.ert.core import LOSSES, SIDES, HeldOutTest, cross_fit_ert, per_sample_excess_risk, split_test
+from hf_ext.ert.core import (
+    FOLD_ORDERS,
+    LOSSES,
+    NULLS,
+    SIDES,
+    HeldOutTest,
+    cross_fit_ert,
+    per_sample_excess_risk,
+    split_test,
+)
 from hf_ext.ert.inputs import as_numpy, check_covered, check_features, resolve_coverage, target_vector
 
 
@@ -66,6 +75,7 @@ def excess_risk_target_coverage(
     intervals: Any = None,
     alpha_index: int | None = None,
     n_jobs: int | None = None,
+    fold_order: str = "canonical",
 ) -> Tensor:
     """Cross-fitted ERT: how much a classifier of the coverage beats the constant target coverage.
 
@@ -74,7 +84,8 @@ def excess_risk_target_coverage(
     of fold values [paper, as ``covmetrics.ERT.evaluate``]. Lower is better for the audited conformal method
     (0 means no detectable conditional miscoverage); finite-sample values can be negative and are not clipped.
     The folds are drawn over the rows in a canonical order, so the value depends on the rows, not on their
-    order; :class:`~hf_ext.metrics.ert.ExcessRiskTargetCoverage` gives the same value. For a p-value, see
+    order; :class:`~hf_ext.metrics.ert.ExcessRiskTargetCoverage` gives the same value
+    (``fold_order="as_given"`` draws them over the rows as passed, as ``covmetrics``). For a p-value, see
     :func:`ert_test`.
 
     Args:
@@ -97,6 +108,8 @@ def excess_risk_target_coverage(
         intervals: ``(n, 2)`` or MAPIE ``y_pis`` ``(n, 2, n_alpha)`` (closed intervals).
         alpha_index: Which confidence level of a MAPIE array to use.
         n_jobs: Folds fitted at once through joblib (``-1``: every core); the value does not depend on it.
+        fold_order: ``"canonical"`` (the value does not depend on the row order) or ``"as_given"``
+            (``KFold`` over the rows as passed: equals ``covmetrics.ERT.evaluate`` on the same rows).
 
     Returns:
         0-d float64 tensor.
@@ -123,7 +136,8 @@ def excess_risk_target_coverage(
         alpha_index=alpha_index,
         allow_nan=allows_nan(classifier),
     )
-    table = cross_fit_ert(feats, cov, tau, classifier, n_splits, random_state, n_jobs)
+    check_choice("fold_order", fold_order, FOLD_ORDERS)
+    table = cross_fit_ert(feats, cov, tau, classifier, n_splits, random_state, n_jobs, fold_order)
     key = loss if side == "both" else f"{loss}_{side}"
     return torch.tensor(table[key], dtype=torch.float64)
 
@@ -141,14 +155,24 @@ def ert_test(
     prediction_sets: Any = None,
     intervals: Any = None,
     alpha_index: int | None = None,
+    null: str = "uniform",
 ) -> HeldOutTest:
-    """p-value of "conditional coverage equals the target": an exact held-out test of ERT-L1 [reconstructed].
+    """p-value of conditional miscoverage: an exact held-out test of ERT-L1 [reconstructed].
 
-    The classifier is fitted on a random ``1 - test_size`` of the rows; on the other rows, the held-out ERT-L1
-    of its predictions h, ``mean(sign(h - tau) (Z - tau))``, is compared with its exact distribution when
-    every Z is Bernoulli(tau(X)) independently of X (null hypothesis p(x) = tau(x)); h is fixed given the
-    training rows, so no asymptotics and no simulation are needed, and the false-positive rate is at most the
-    level at every n. The cross-fitted value of :func:`excess_risk_target_coverage` uses every row for the
+    The classifier is fitted on a random ``1 - test_size`` of the rows; on the other rows its predictions h
+    are fixed, so the held-out ERT-L1 has an exact null distribution: no asymptotics, no simulation, and a
+    false-positive rate at most the level at every n. Two null hypotheses:
+
+    * ``null="uniform"`` (default): coverage does not depend on x, p(x) = c for an unknown constant c. The
+      statistic is ERT-L1 against the held-out marginal coverage c, ``mean(sign(h - c) (Z - c))``; its
+      p-value is a one-sided Fisher exact (hypergeometric) tail given the number of covered rows
+      (:func:`hf_ext.ert.core.uniformity_test`). A well-specified split-conformal predictor is in this null
+      whatever marginal coverage its finite calibration set gave it.
+    * ``null="target"``: p(x) = tau(x). The statistic is ``mean(sign(h - tau) (Z - tau))`` and every Z is
+      Bernoulli(tau(X)) under the null (:func:`hf_ext.ert.core.held_out_test`); it also rejects a marginal
+      coverage off tau, e.g. the deviation a finite calibration set allows split conformal.
+
+    The cross-fitted value of :func:`excess_risk_target_coverage` uses every row for the
     estimate, but its folds share training data, so a normal approximation on it is liberal (the docs page
     measures it); the test spends half of the rows on fitting instead.
 
@@ -164,11 +188,12 @@ def ert_test(
         prediction_sets: Boolean set masks or MAPIE ``y_pss``.
         intervals: ``(n, 2)`` intervals or MAPIE ``y_pis``.
         alpha_index: Which confidence level of a MAPIE array to use.
+        null: ``"uniform"`` (coverage does not depend on x) or ``"target"`` (coverage equals tau everywhere).
 
     Returns:
         ``HeldOutTest(statistic, p_value, n, n_above, n_below)``: the held-out ERT-L1, its one-sided p-value,
-        the number of held-out rows, and how many of them h puts above / below tau (rows at tau carry no
-        evidence).
+        the number of held-out rows, and how many of them h puts above / below the constant (c or tau; rows
+        at it carry no evidence).
 
     Example:
         >>> import numpy as np
@@ -180,6 +205,7 @@ def ert_test(
         True
     """
     _ert_arg_validation(alpha, "l1", "both", classifier, 2, random_state, None)
+    check_choice("null", null, NULLS)
     check_probability("test_size", test_size, low_open=True, high_open=True)
     feats, cov, tau = _excess_risk_target_coverage_update(
         features,
@@ -192,7 +218,7 @@ def ert_test(
         alpha_index=alpha_index,
         allow_nan=allows_nan(classifier),
     )
-    return split_test(feats, cov, tau, classifier, test_size, random_state)
+    return split_test(feats, cov, tau, classifier, test_size, random_state, null)
 
 
 def ert_from_predictions(
