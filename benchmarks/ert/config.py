@@ -18,6 +18,10 @@ class BenchConfig:
         r_validity_power: Alternative data sets (``validity_shape``) per n of that study.
         validity_dim: Feature dimension of its nulls (the dimension of ``validity_shape``).
         validity_shape: Alternative of that study.
+        conformal_ns: Test-set sizes of the well-specified split-conformal study (rejection rate of the
+            held-out tests when coverage is constant in x but its level is set by a finite calibration set).
+        r_conformal: Split-conformal runs (fresh fit, calibration and test data) per n.
+        conformal_dim: Feature dimension of the split-conformal study.
         zscore_max_n: Largest n at which the plug-in z-test on cross-fitted differences also runs (it costs
             a cross-fit per data set).
         ns: Sample sizes of the power comparison at equal size.
@@ -43,6 +47,9 @@ class BenchConfig:
     r_validity_power: int = 100
     validity_dim: int = 10
     validity_shape: str = "localized"
+    conformal_ns: tuple[int, ...] = (1000, 2000)
+    r_conformal: int = 200
+    conformal_dim: int = 4
     zscore_max_n: int = 2000
     ns: tuple[int, ...] = (1000, 2000)
     shapes: tuple[str, ...] = ("localized", "oblique", "step", "xor", "sparse")
@@ -74,6 +81,8 @@ class BenchConfig:
             validity_ns=(500,),
             r_validity=40,
             r_validity_power=10,
+            conformal_ns=(1000,),
+            r_conformal=40,
             ns=(1000,),
             shapes=("localized",),
             r_null=19,
@@ -88,6 +97,10 @@ class BenchConfig:
         validity = f"none / {self.validity_shape}"
         dim = self.validity_dim
         out = [{"part": "validity", "shape": validity, "d": dim, "n": n} for n in self.validity_ns]
+        out += [
+            {"part": "conformal", "shape": "split conformal", "d": self.conformal_dim, "n": n}
+            for n in self.conformal_ns
+        ]
         out += [
             {"part": "power", "shape": name, "d": SHAPES[name].dim, "n": n}
             for n in self.ns

@@ -60,6 +60,35 @@ def sample(
     return x, (rng.random(n) < p(x)).astype(np.float64)
 
 
+def split_conformal(
+    dim: int, n: int, rng: np.random.Generator, *, n_fit: int = 1000, n_cal: int = 500
+) -> tuple[np.ndarray, np.ndarray]:
+    """A well-specified split-conformal predictor and ``(X (n, dim), covered (n,))`` on ``n`` test rows.
+
+    y = X beta + N(0, 1) noise (homoscedastic, beta evenly spaced in [-1, 1]); ordinary least squares fitted
+    on ``n_fit`` rows; absolute-residual scores on ``n_cal`` calibration rows, interval half-width = the
+    ceil((n_cal + 1)(1 - alpha))-th smallest score, alpha = 1 - TAU. Coverage is then (up to the least-squares
+    error, sd about sqrt(dim / n_fit) against the unit noise) constant in x, but its level is set by the
+    calibration draw: Beta-distributed around TAU with sd about sqrt(TAU (1 - TAU) / n_cal) = 0.013.
+    """
+    beta = np.linspace(1.0, -1.0, dim)
+
+    def draw(m: int) -> tuple[np.ndarray, np.ndarray]:
+        x = rng.uniform(-1.0, 1.0, size=(m, dim))
+        return x, x @ beta + rng.normal(size=m)
+
+    def design(x: np.ndarray) -> np.ndarray:
+        return np.c_[np.ones(x.shape[0]), x]
+
+    x_fit, y_fit = draw(n_fit)
+    coef = np.linalg.lstsq(design(x_fit), y_fit, rcond=None)[0]
+    x_cal, y_cal = draw(n_cal)
+    scores = np.sort(np.abs(y_cal - design(x_cal) @ coef))
+    width = scores[min(int(np.ceil((n_cal + 1) * TAU)), n_cal) - 1]
+    x, y = draw(n)
+    return x, (np.abs(y - design(x) @ coef) <= width).astype(np.float64)
+
+
 def truth(p: Callable[[np.ndarray], np.ndarray], dim: int, draws: int, seed: int = 12345) -> dict[str, float]:
     """Monte-Carlo ``E|p - tau|``, ``E(p - tau)^2`` and ``E KL(Ber p || Ber tau)`` (natural log)."""
     q = p(np.random.default_rng(seed).uniform(-1.0, 1.0, size=(draws, dim)))

@@ -64,26 +64,36 @@ def test_bench_rows_notes_and_plots_tiny(tmp_path):
         validity_ns=(300,),
         r_validity=6,
         r_validity_power=3,
+        conformal_ns=(400,),
+        r_conformal=4,
         ns=(600,),
         shapes=("step", "localized"),
         r_null=3,
         r_alt=3,
         n_jobs=1,
     )
-    rows = bench._validity_rows(cfg, seed=0) + bench._power_rows(cfg, seed=0)
+    rows = (
+        bench._validity_rows(cfg, seed=0)
+        + bench._conformal_rows(cfg, seed=0)
+        + bench._power_rows(cfg, seed=0)
+    )
     systems = {(r["part"], r["system"], r["shape"]) for r in rows}
     assert ("power", "ERT-L1", "step") in systems and ("power", "CovGap", "none") in systems
     assert ("validity", "ERT-L1 held-out test", "none / localized") in systems
     assert ("validity", "ERT-L1 cross-fit z-test", "none / localized") in systems
+    assert ("conformal", "ERT-L1 held-out test", "split conformal") in systems
+    assert ("conformal", "ERT-L1 held-out test (null p = tau)", "split conformal") in systems
     step = {r["system"]: r for r in rows if r["shape"] == "step"}
     # a 0.105 L1 shift is obvious at n=600, also to the held-out test that fits on half of the rows
     assert step["ERT-L1"]["power"] == pytest.approx(1.0)
     assert step["ERT-L1 held-out test"]["power"] == pytest.approx(1.0)
     report = bench._report(rows, cfg, quick=True, seconds=1.0)
     assert report.headline.figure == "power"
-    assert report.settings == cfg.settings() and {s["part"] for s in report.settings} == {"validity", "power"}
+    parts = {"validity", "conformal", "power"}
+    assert report.settings == cfg.settings() and {s["part"] for s in report.settings} == parts
     assert any(line.startswith("n=600: power(ERT-L1)") for line in report.notes)
     assert any(line.startswith("n=300: held-out test FPR") for line in report.notes)
+    assert any(line.startswith("split conformal n=400: held-out test rejects") for line in report.notes)
     files = bench.plot(report, tmp_path)
     assert {"validity", "power"} == set(files) and all((tmp_path / f"ert_{k}.png").exists() for k in files)
 
@@ -94,7 +104,7 @@ def test_quick_settings_are_a_slice_of_the_full_grid():
     from benchmarks.harness import check_slice
 
     grid = bench.grid()
-    assert {s["part"] for s in grid} == {"validity", "power", "estimate", "digits"}
+    assert {s["part"] for s in grid} == {"validity", "conformal", "power", "estimate", "digits"}
     assert len([s for s in grid if s["part"] == "power"]) == 10  # 5 shapes x 2 n
     quick = BenchConfig.quick()
     check_slice(quick.settings(), grid, method="ert")
