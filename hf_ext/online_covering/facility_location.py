@@ -107,11 +107,19 @@ class MeyersonFacilityLocation(OnlineCoveringAlgorithm, BaseEstimator):
         )
 
     def lazy_items(self, request: int, solution) -> list[int]:
+        """The predicted facility nearest to ``request``, unless an open one is at least as near.
+
+        Opening the predicted site then would not shorten this request's connection; with spurious
+        predictions it would only add ``f`` (about 1-2% of the lazy cost at half the requests wrong).
+        """
         if not solution:
             return []
         sites = np.asarray(solution, dtype=int)
-        nearest = int(sites[np.argmin(np.linalg.norm(self.points_[sites] - self.points_[request], axis=1))])
-        return [nearest]
+        dist = np.linalg.norm(self.points_[sites] - self.points_[request], axis=1)
+        nearest = int(np.argmin(dist))
+        if self.distance(request) <= dist[nearest]:
+            return []
+        return [int(sites[nearest])]
 
     def min_item_cost(self, request: int) -> float:
         return float(self.opening_cost)

@@ -179,3 +179,15 @@ def test_perturb_predictions_eta_and_bad_frac():
     assert prediction_error(inst.stream, preds) == 2 * round(0.5 * len(inst.stream))
     with pytest.raises(ValueError, match=r"`frac` must be a finite float in \[0, 1\], got 1.5"):
         instances.perturb_predictions(inst.stream, inst.universe, 1.5, rng)
+
+
+def test_lazy_facility_location_skips_a_predicted_site_no_nearer_than_an_open_one():
+    from hf_ext.online_covering import MeyersonFacilityLocation
+
+    pts = [[0.0, 0.0], [1.0, 0.0], [5.0, 0.0], [0.5, 0.0]]
+    alg = MeyersonFacilityLocation(pts, opening_cost=2.0).reset()
+    assert alg.lazy_items(1, [2]) == [2]  # nothing open yet: the predicted site serves the request
+    alg.buy([0])
+    assert alg.lazy_items(1, [2]) == []  # open site 0 is at 1.0, the predicted site 2 at 4.0
+    assert alg.lazy_items(1, [2, 3]) == [3]  # site 3 is at 0.5, nearer than site 0
+    assert alg.lazy_items(0, [3]) == []  # the request sits on an open facility
