@@ -40,9 +40,11 @@ from benchmarks.prior_al import data as data
 from benchmarks.prior_al.data import Task
 from benchmarks.prior_al.loop import Schedule, labels_to_reach, run_learner, scores, small_model
 
-METHOD = "PriorAL (deploy PoE)"
+METHOD = "PriorAL"  # the defaults: prior pseudo-labels, product of experts deployed
 HEADLINE_SETTING = "A sigma=1.5"
-TARGET_SAVINGS = 0.30
+TARGET_SAVINGS, TARGET_SETTINGS = 0.30, 2  # >= 30% fewer labels on >= 2 of the 3 settings A (sigma 1.5), B, C
+JUDGED = ("A sigma=1.5", "B efficientnet", "C minilm topics")
+N_BOOT = 2000
 PRIOR_ALONE = "prior alone"
 N_JOBS = 2
 
@@ -81,35 +83,25 @@ SYSTEMS: tuple[tuple[str, bool, Factory, bool], ...] = (
     ("random", True, _baseline("random"), True),
     ("entropy", True, _baseline("entropy"), True),
     ("margin", True, _baseline("margin"), True),
-    ("class-balanced", True, _baseline("class_balanced"), True),
+    ("class-balanced", True, _baseline("class_balanced"), False),
+    ("BADGE", True, _baseline("badge"), True),
+    ("CoreSet", True, _baseline("coreset"), True),
     (
         "entropy, deploy PoE",
         True,
-        _prior_al(noise_ratio=1.0, class_weighting=None, pseudo_label=None, predict_with="poe"),
+        _prior_al(noise_ratio=1.0, class_weighting=None, pseudo_label=None),
         True,
     ),
-    ("PriorAL", False, _prior_al(), True),
-    ("PriorAL selection only", False, _prior_al(pseudo_label=None), False),
-    (METHOD, False, _prior_al(predict_with="poe"), True),
-    (
-        "PriorAL prior pseudo-labels, deploy PoE",
-        False,
-        _prior_al(pseudo_label="prior", predict_with="poe"),
-        True,
-    ),
-    (
-        "PriorAL no class weight, deploy PoE",
-        False,
-        _prior_al(class_weighting=None, predict_with="poe"),
-        False,
-    ),
-    ("PriorAL inverse", False, _prior_al(class_weighting="inverse"), False),
-    ("PriorAL inverse, deploy PoE", False, _prior_al(class_weighting="inverse", predict_with="poe"), False),
-    ("PriorAL pseudo_weight=0.3, deploy PoE", False, _prior_al(pseudo_weight=0.3, predict_with="poe"), False),
-    ("PriorAL agreement filter", False, _prior_al(label_noise="agreement_filter"), False),
-    ("PriorAL soft, deploy PoE", False, _prior_al(label_noise="soft", predict_with="poe"), False),
-    ("PriorAL rho=0.3, deploy PoE", False, _prior_al(noise_ratio=0.3, predict_with="poe"), False),
-    ("PriorAL rho=0.7, deploy PoE", False, _prior_al(noise_ratio=0.7, predict_with="poe"), False),
+    (METHOD, False, _prior_al(), True),
+    ("PriorAL, paper reading", False, _prior_al(pseudo_label="poe", predict_with="estimator"), True),
+    ("PriorAL, PoE pseudo-labels", False, _prior_al(pseudo_label="poe"), False),
+    ("PriorAL, selection only", False, _prior_al(pseudo_label=None), False),
+    ("PriorAL, no class weight", False, _prior_al(class_weighting=None), False),
+    ("PriorAL, inverse class weight", False, _prior_al(class_weighting="inverse"), False),
+    ("PriorAL, pseudo_weight=0.3", False, _prior_al(pseudo_weight=0.3), False),
+    ("PriorAL, agreement filter", False, _prior_al(label_noise="agreement_filter"), False),
+    ("PriorAL, rho=0.3", False, _prior_al(noise_ratio=0.3), False),
+    ("PriorAL, rho=0.7", False, _prior_al(noise_ratio=0.7), False),
 )
 
 
@@ -121,7 +113,7 @@ class Setting:
     name: str
     load: Callable[[], Callable[[int], Task]]
     schedule: Schedule
-    target: float  # macro-F1 to reach
+    target: float  # macro-F1 to reach, set above the prior alone's (a saving can show only then)
     quick: bool = False  # in the ``--quick`` slice
 
 
@@ -142,11 +134,12 @@ def _minilm() -> Callable[[int], Task]:
 DIGITS = Schedule(cold_start=20, batch=10, rounds=18)
 TEXT = Schedule(cold_start=10, batch=5, rounds=10)
 #: The full run's settings; the quick slice is the headline setting, which needs no pretrained weights.
+#: Targets sit above the prior alone's macro-F1 of an earlier run (0.875, 0.639, 0.662, 0.938).
 SETTINGS = (
-    Setting("A sigma=0.35", _pixels(0.35), DIGITS, 0.80),
+    Setting("A sigma=0.35", _pixels(0.35), DIGITS, 0.89),
     Setting(HEADLINE_SETTING, _pixels(1.5), DIGITS, 0.80, quick=True),
-    Setting("B efficientnet", _efficientnet, DIGITS, 0.65),
-    Setting("C minilm topics", _minilm, TEXT, 0.90),
+    Setting("B efficientnet", _efficientnet, DIGITS, 0.70),
+    Setting("C minilm topics", _minilm, TEXT, 0.95),
 )
 QUICK_SEEDS, FULL_SEEDS = 2, 5
 
@@ -212,17 +205,46 @@ def _prior_row(setting: str, tasks: list[Task], schedule: Schedule, target: floa
     }
 
 
-def _savings(rows: list[dict[str, Any]]) -> None:
-    """``1 - n_system / n_best_baseline`` on labels to target, per setting (NaN where either misses it)."""
+def _saving(n: float, best: float, cap: float) -> float:
+    """``1 - n / best``; a baseline that never reaches the target counts as ``cap`` labels (one round past
+    the last budget), so the saving is then a lower bound. NaN when the system itself misses the target."""
+    if not math.isfinite(n):
+        return math.nan
+    best = min(best, cap)
+    return 1.0 - n / best if best > 0 else (0.0 if n == 0 else -math.inf)
+
+
+def _savings(rows: list[dict[str, Any]], caps: dict[str, float]) -> None:
+    """Savings of every non-baseline row against the best baseline of its setting (see :func:`_saving`)."""
     for setting in {r["setting"] for r in rows}:
         group = [r for r in rows if r["setting"] == setting]
         best = min(r["labels_to_target"] for r in group if r["is_baseline"])
         for r in group:
-            n = r["labels_to_target"]
-            if r["is_baseline"] or not math.isfinite(n) or not math.isfinite(best):
-                r["savings"] = math.nan
-            else:
-                r["savings"] = 1.0 - n / best if best > 0 else (0.0 if n == 0 else -math.inf)
+            r["savings"] = (
+                math.nan if r["is_baseline"] else _saving(r["labels_to_target"], best, caps[setting])
+            )
+            r["savings_lower_bound"] = not r["is_baseline"] and not math.isfinite(best)
+
+
+def _interval(
+    mine: list[dict[str, Any]], best: list[dict[str, Any]], schedule: Schedule, target: float
+) -> dict[str, float]:
+    """95% bootstrap intervals over seeds (paired: one resample for both) of the method's labels to target
+    and of its saving against one baseline, each recomputed from the resampled mean curves."""
+    rng = np.random.default_rng(0)
+    a = np.array([r["macro_f1"] for r in mine])
+    b = np.array([r["macro_f1"] for r in best])
+    cap = schedule.budgets[-1] + schedule.batch
+    labels, saved = [], []
+    for _ in range(N_BOOT):
+        pick = rng.integers(0, len(a), size=len(a))
+        n = labels_to_reach(list(a[pick].mean(axis=0)), schedule.budgets, target)
+        m = labels_to_reach(list(b[pick].mean(axis=0)), schedule.budgets, target)
+        labels.append(min(n, cap))
+        saved.append(_saving(n, m, cap) if math.isfinite(n) else 1.0 - cap / min(m, cap))
+    lo, hi = np.percentile(labels, [2.5, 97.5])
+    s_lo, s_hi = np.percentile(saved, [2.5, 97.5])
+    return {"labels_lo": lo, "labels_hi": hi, "savings_lo": s_lo, "savings_hi": s_hi}
 
 
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
@@ -245,8 +267,14 @@ def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
             grid = [(make, task, s) for _, _, make, _ in systems for task, s in zip(tasks, seeds)]
             done = iter(run_grid(grid, schedule, n_jobs=N_JOBS, desc=f"prior_al {setting.name}"))
             runs = {name: [next(done) for _ in seeds] for name, _, _, _ in systems}
-            for name, base, _, _ in systems:
-                rows.append(_summary(setting.name, name, base, runs[name], schedule, target))
+            summaries = [
+                _summary(setting.name, name, base, runs[name], schedule, target)
+                for name, base, _, _ in systems
+            ]
+            rows += summaries
+            best = min((r for r in summaries if r["is_baseline"]), key=lambda r: r["labels_to_target"])
+            mine = next(r for r in summaries if r["system"] == METHOD)
+            mine.update(_interval(runs[METHOD], runs[best["system"]], schedule, target), vs=best["system"])
             curves[setting.name] = {
                 "budgets": schedule.budgets,
                 "target": target,
@@ -254,7 +282,7 @@ def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
             }
     for r in rows:
         del r["_curve"]
-    _savings(rows)
+    _savings(rows, {s.name: s.schedule.budgets[-1] + s.schedule.batch for s in settings})
     head = Headline.from_rows(
         rows,
         "labels_to_target",
@@ -285,28 +313,56 @@ def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
 
 
 def _notes(rows: list[dict[str, Any]], head: Headline) -> list[str]:
-    savings = 1.0 - head.method / head.best_baseline if math.isfinite(head.best_baseline) else math.nan
-    met = math.isfinite(savings) and savings >= TARGET_SAVINGS
-    lines = [
-        verdict(
-            f">= {TARGET_SAVINGS:.0%} fewer labels than the best baseline to reach the target macro-F1 "
-            f"({HEADLINE_SETTING})",
-            met,
-            f"{METHOD} {head.method:g} vs {head.best_baseline_system} {head.best_baseline:g} labels, "
-            f"savings {savings:.0%}",
-        )
-    ]
+    lines = []
+    met = []
     for setting in dict.fromkeys(r["setting"] for r in rows):
         group = [r for r in rows if r["setting"] == setting]
-        best = min((r for r in group if r["is_baseline"]), key=lambda r: r["labels_to_target"])
-        mine = min((r for r in group if not r["is_baseline"]), key=lambda r: r["labels_to_target"])
+        prior = next(r for r in group if r["system"] == PRIOR_ALONE)
+        target = next(s.target for s in SETTINGS if s.name == setting)
         lines.append(
-            f"{setting}: best baseline {best['system']} {best['labels_to_target']:g} labels; best PriorAL "
-            f"variant {mine['system']} {mine['labels_to_target']:g} (chosen after the run, not a headline)"
+            verdict(
+                f"{setting}: target macro-F1 {target:g} above the prior alone's",
+                prior["f1_final"] < target,
+                f"prior alone {prior['f1_final']:.3f}",
+            )
         )
+        mine = next(r for r in group if r["system"] == METHOD)
+        best = next(r for r in group if r["system"] == mine["vs"])
+        saving = mine["savings"]
+        ok = math.isfinite(saving) and saving >= TARGET_SAVINGS
+        if setting in JUDGED and ok:
+            met.append(setting)
+        bound = ">= " if mine["savings_lower_bound"] else ""
+        lines.append(
+            verdict(
+                f"{setting}: {METHOD} >= {TARGET_SAVINGS:.0%} fewer labels than the best baseline",
+                ok,
+                f"{mine['labels_to_target']:g} labels [95% CI {mine['labels_lo']:g}-{mine['labels_hi']:g}] "
+                "vs "
+                f"{best['system']} {best['labels_to_target']:g}; savings {bound}{saving:.0%} "
+                f"[{mine['savings_lo']:.0%}, {mine['savings_hi']:.0%}]",
+            )
+        )
+        variant = min((r for r in group if not r["is_baseline"]), key=lambda r: r["labels_to_target"])
+        lines.append(
+            f"{setting}: best PriorAL variant {variant['system']} {variant['labels_to_target']:g} labels "
+            "(chosen after the run, not a headline)"
+        )
+    judged = [s for s in JUDGED if any(r["setting"] == s for r in rows)]
+    lines.insert(
+        0,
+        verdict(
+            f">= {TARGET_SAVINGS:.0%} fewer labels than the best baseline on >= {TARGET_SETTINGS} of "
+            f"{len(JUDGED)} settings ({', '.join(JUDGED)})",
+            len(met) >= TARGET_SETTINGS,
+            f"met on {len(met)} of the {len(judged)} run: {', '.join(met) or 'none'}",
+        ),
+    )
     lines.append(
         "Priors: A simulated (noisy-source logistic regression); B few-shot EfficientNet-lite0 prototypes "
-        "(no zero-shot image model ships offline); C zero-shot MiniLM. Oracle labels 20% flipped."
+        "(no zero-shot image model ships offline); C zero-shot MiniLM. Oracle labels 20% flipped. A "
+        "baseline that never reaches the target counts as one round past the last budget (the saving is then "
+        "a lower bound)."
     )
     return lines
 

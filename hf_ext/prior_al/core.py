@@ -153,6 +153,74 @@ def class_balanced_queries(p_model: np.ndarray, labelled_counts: np.ndarray, bat
     return np.asarray(picks, dtype=int)
 
 
+def badge_queries(
+    p_model: np.ndarray, embedding: np.ndarray, batch_size: int, rng: np.random.Generator
+) -> np.ndarray:
+    """BADGE (Ash et al., 2020): k-means++ seeding on hallucinated last-layer gradients [paper's algorithm].
+
+    The gradient of the cross-entropy at the predicted label ``yhat`` with respect to a linear last layer on
+    ``embedding`` is ``g(x) = (p(x) - e_yhat) outer [h(x), 1]`` (the 1 is the bias). The first pick is the
+    row of largest ``|g|``; each next pick is drawn with probability proportional to the squared distance
+    to the nearest pick so far (k-means++ seeding), so the batch is both uncertain (large gradients) and
+    diverse. Distances use ``<g_a, g_b> = <u_a, u_b> <h_a, h_b>`` without forming the outer products.
+
+    Args:
+        p_model: ``(n, C)`` small-model probabilities of the unlabelled pool.
+        embedding: ``(n, d)`` the rows as the last layer sees them.
+        batch_size: ``B``.
+        rng: Draws the k-means++ picks.
+
+    Returns:
+        ``min(B, n)`` distinct positions into the pool, in pick order.
+    """
+    p_model = np.asarray(p_model, dtype=float)
+    h = np.c_[np.asarray(embedding, dtype=float), np.ones(len(p_model))]
+    u = p_model.copy()
+    u[np.arange(len(u)), u.argmax(axis=1)] -= 1.0
+    sq_norm = (u * u).sum(axis=1) * (h * h).sum(axis=1)
+    k = min(batch_size, len(p_model))
+    picks = [int(np.argmax(sq_norm))] if k else []
+    nearest = np.full(len(p_model), np.inf)
+    while len(picks) < k:
+        last = picks[-1]
+        dist = sq_norm + sq_norm[last] - 2.0 * (u @ u[last]) * (h @ h[last])
+        nearest = np.minimum(nearest, np.maximum(dist, 0.0))
+        nearest[picks] = 0.0
+        total = nearest.sum()
+        if total <= 0:  # every remaining gradient coincides with a pick: take the rest in order
+            picks += [i for i in range(len(p_model)) if i not in set(picks)][: k - len(picks)]
+            break
+        picks.append(int(rng.choice(len(p_model), p=nearest / total)))
+    return np.asarray(picks, dtype=int)
+
+
+def coreset_queries(embedding: np.ndarray, labelled: np.ndarray, batch_size: int) -> np.ndarray:
+    """Core-set by greedy k-center (Sener & Savarese, 2018) [paper's greedy algorithm].
+
+    Each pick is the pool row farthest (Euclidean, in ``embedding``) from its nearest labelled row or pick
+    so far; with no labelled row the first pick is the row farthest from the pool mean [reconstructed].
+
+    Args:
+        embedding: ``(n, d)`` the unlabelled pool rows.
+        labelled: ``(m, d)`` the labelled rows in the same space (``m`` may be 0).
+        batch_size: ``B``.
+
+    Returns:
+        ``min(B, n)`` distinct positions into the pool, in pick order.
+    """
+    X = np.asarray(embedding, dtype=float)
+    L = np.asarray(labelled, dtype=float).reshape(-1, X.shape[1])
+    centres = L if len(L) else X.mean(axis=0, keepdims=True)
+    nearest = ((X[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2).min(axis=1)
+    picks: list[int] = []
+    for _ in range(min(batch_size, len(X))):
+        i = int(np.argmax(nearest))
+        picks.append(i)
+        nearest = np.minimum(nearest, ((X - X[i]) ** 2).sum(axis=1))
+        nearest[i] = -1.0
+    return np.asarray(picks, dtype=int)
+
+
 def agreement_keep(p_bar: np.ndarray, labels: np.ndarray, tau: float = AGREEMENT_TAU) -> np.ndarray:
     """Keep an annotated label when ``p_bar(x, y) >= tau`` [hf-ext extension, not in the paper].
 

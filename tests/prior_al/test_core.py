@@ -96,3 +96,23 @@ def test_check_probabilities_errors(p, message):
 def test_unknown_class_weighting():
     with pytest.raises(ValueError, match="class_weighting"):
         core.class_weights(np.array([1, 2]), np.array([0]), "log")
+
+
+def test_coreset_is_greedy_k_center():
+    X = np.array([[0.0], [1.0], [10.0], [4.0]])
+    # farthest from the labelled point 0 is 10; then 4 (6 from 10, 4 from 0) beats 1
+    assert core.coreset_queries(X, np.array([[0.0]]), 2).tolist() == [2, 3]
+    assert core.coreset_queries(X, np.zeros((0, 1)), 1).tolist() == [2]  # farthest from the mean 3.75
+    assert len(core.coreset_queries(X, np.array([[0.0]]), 9)) == 4
+
+
+def test_badge_picks_largest_gradient_first_and_distinct_rows():
+    rng = np.random.default_rng(0)
+    p = np.array([[1.0, 0.0], [0.5, 0.5], [0.6, 0.4], [0.9, 0.1]])
+    h = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [2.0, 2.0]])
+    picks = core.badge_queries(p, h, 3, rng)
+    # |g|^2 = |p - e_yhat|^2 (|h|^2 + 1): 0, 0.5 * 3, 0.32 * 2, 0.02 * 9
+    assert picks[0] == 1 and len(set(picks.tolist())) == 3
+    assert len(core.badge_queries(p, h, 10, rng)) == 4
+    again = core.badge_queries(p, h, 3, np.random.default_rng(0))
+    np.testing.assert_array_equal(picks, again)

@@ -69,9 +69,23 @@ def test_round_invariants(digits):
     assert np.isnan(al.scores_[al.labels_ != -1]).all()
 
 
+def test_default_pseudo_labels_are_prior_argmax_and_deploy_is_poe(digits):
+    X, y, prior = digits
+    al = PriorALClassifier(LogisticRegression(max_iter=200), prior, batch_size=5, random_state=0)
+    al.fit(X, _start(y))
+    idx = al.query()
+    al.teach(idx, y[idx])
+    np.testing.assert_array_equal(
+        al.pseudo_labels_, al.classes_[al.prior_proba_[al.clean_set_].argmax(axis=1)]
+    )
+    p_f = np.zeros((len(X), 10))
+    p_f[:, al.estimator_.classes_] = al.estimator_.predict_proba(X)
+    np.testing.assert_allclose(al.predict_proba(X), core.poe(p_f, prior(X)))
+
+
 def test_pseudo_labels_are_poe_argmax_and_query_is_fresh(digits):
     X, y, prior = digits
-    al = _learner(prior).fit(X, _start(y))
+    al = _learner(prior, pseudo_label="poe").fit(X, _start(y))
     idx = al.query()
     al.teach(idx, y[idx])
     # the split and the next query use the model refit on the new labels
@@ -157,7 +171,7 @@ def test_prior_columns_aligned_by_label():
     assert al.predict(np.array([[0.0], [1.0]])).tolist() == ["a", "b"]
 
 
-@pytest.mark.parametrize("strategy", ["random", "entropy", "margin", "class_balanced"])
+@pytest.mark.parametrize("strategy", ["random", "entropy", "margin", "class_balanced", "badge", "coreset"])
 def test_baselines_share_the_api(digits, strategy):
     X, y, _ = digits
     al = ActiveLearnerClassifier(LogisticRegression(max_iter=200), strategy, 5, random_state=0)
@@ -166,6 +180,20 @@ def test_baselines_share_the_api(digits, strategy):
     assert len(set(idx)) == 5 and (al.labels_[idx] == -1).all()
     al.teach(idx, y[idx])
     assert al.n_labelled_ == 25 and len(al.history_) == 2
+
+
+def test_badge_and_coreset_embed_through_the_pipeline(digits):
+    from sklearn.decomposition import PCA
+    from sklearn.pipeline import make_pipeline
+
+    X, y, _ = digits
+    model = make_pipeline(PCA(5, random_state=0), LogisticRegression(max_iter=200))
+    al = ActiveLearnerClassifier(model, "coreset", 5, random_state=0).fit(X, _start(y))
+    U = np.flatnonzero(al.labels_ == -1)
+    L = np.flatnonzero(al.labels_ != -1)
+    emb = al.estimator_[:-1].transform(X)
+    assert al._embed(X).shape == (len(X), 5)
+    np.testing.assert_array_equal(al.query(), U[core.coreset_queries(emb[U], emb[L], 5)])
 
 
 # ---------------------------------------------------------------------------------- bad inputs
