@@ -1,38 +1,94 @@
-"""scikit-learn meta-estimator for SySRs: pick the best of several candidate models on an evaluation budget.
+"""scikit-learn meta-estimator for SySRs: a grid search that spends its fits where they decide the pick.
 
-Like :class:`~sklearn.model_selection.HalvingGridSearchCV`, :class:`SySRsSearchCV` searches a parameter
-grid and exposes ``best_estimator_``; unlike it, the scarce resource is the number of (candidate, sample)
-*evaluations* of held-out predictions, which SySRs spends on shared samples (Lyu et al., ICML 2026,
-arXiv 2606.07726).
+Like :class:`~sklearn.model_selection.HalvingGridSearchCV`, :class:`SySRsSearchCV` fits the candidates of a
+parameter grid on growing subsets of the rows and keeps the best on each, so the costly full-data fits are
+paid only by the few candidates left at the end. The eliminations follow Successive Rejects on rows shared
+by every survivor: the synchronisation of SySRs (Lyu et al., ICML 2026, arXiv 2606.07726).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import warnings
+import time
 from collections.abc import Callable
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone, is_classifier
 from sklearn.exceptions import NotFittedError
+from sklearn.metrics import check_scoring
 from sklearn.model_selection import ParameterGrid, check_cv
 from sklearn.utils import _safe_indexing
-from sklearn.utils._param_validation import HasMethods, Interval, RealNotInt, StrOptions
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils._tags import get_tags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _check_method_params, _num_samples, check_is_fitted, indexable
 
 from hf_ext._registry import paper
-from hf_ext.sysrs.core import ALGORITHMS, BestArmScheduler, make_scheduler
-from hf_ext.sysrs.selector import scheduler_seed
+from hf_ext._validation import check_int
 
 logger = logging.getLogger(__name__)
 
-QueryScore = Callable[[np.ndarray, np.ndarray], np.ndarray]
+#: Fit-budgeted search algorithms: name -> (eliminations, rows shared by every survivor).
+SEARCH_ALGORITHMS: dict[str, tuple[str, bool]] = {
+    "sysrs": ("rejects", True),
+    "sr": ("rejects", False),
+    "sh_synced": ("halving", True),
+    "sh": ("halving", False),
+}
+
+
+def survivor_counts(n_candidates: int, eliminations: str, budget: float) -> list[int]:
+    """Candidates fitted in each phase, ending with the two finalists (``[K]`` for ``K <= 2``).
+
+    ``"halving"``: ``K, ceil(K/2), ..., 2`` (Sequential Halving keeps the top half). ``"rejects"``: the
+    survivors of Successive Rejects, whose phase ``k`` leaves ``K - k`` candidates after ``n_k`` queries
+    each, with ``n_k`` proportional to ``1 / (K + 1 - k)``: survivors times resources stays constant.
+    Refitting every survivor in each of SR's ``K - 1`` phases would cost ``K - 1`` times the last phase, so
+    the curve is read at ``P`` geometric points, as many as ``budget`` pays for at about two full-data fits
+    per phase (``P = floor(budget * K / 2)``, between 2 and ``K - 1``), each dropping everyone SR has dropped
+    by then.
+
+    >>> survivor_counts(5, "halving", 1 / 3), survivor_counts(25, "rejects", 1 / 3)
+    ([5, 3, 2], [25, 11, 5, 2])
+    """
+    check_int("n_candidates", n_candidates, low=1)
+    if n_candidates <= 2:
+        return [n_candidates]
+    if eliminations == "halving":
+        counts = [n_candidates]
+        while counts[-1] > 2:
+            counts.append(math.ceil(counts[-1] / 2))
+        return counts
+    phases = min(n_candidates - 1, max(2, math.floor(budget * n_candidates / 2)))
+    counts = [n_candidates]
+    for j in range(1, phases):
+        geometric = round(n_candidates * (2 / n_candidates) ** (j / (phases - 1)))
+        counts.append(max(2 + phases - 1 - j, min(counts[-1] - 1, geometric)))  # room left for the later phases
+    return counts
+
+
+def fit_schedule(survivors: list[int], n_rows: int, budget: float, min_rows: int) -> list[int]:
+    """Rows each survivor is fitted on (cross-validated) in each phase; growing, the last phase on all rows.
+
+    The cost of a phase is ``survivors * rows`` (fits restart from scratch on each subset). The last phase,
+    the comparison a grid search would make among the finalists, always runs on all ``n_rows``; what is left
+    of ``budget * n_candidates * n_rows`` is split equally over the earlier phases (the equal-cost phases of
+    Successive Rejects and Sequential Halving), each on at least ``min_rows`` rows.
+
+    >>> fit_schedule([5, 4, 3, 2], 1000, 0.5, 20)
+    [50, 62, 83, 1000]
+    """
+    full = survivors[0] * n_rows
+    share = (budget * full - survivors[-1] * n_rows) / max(len(survivors) - 1, 1)
+    rows: list[int] = []
+    floor = min(min_rows, n_rows)
+    for alive in survivors[:-1]:
+        rows.append(min(n_rows, max(floor, int(share // alive), *rows[-1:])))
+    return [*rows, n_rows]
 
 
 def _best_has(attr: str) -> Callable[[SySRsSearchCV], bool]:
@@ -48,70 +104,75 @@ def _best_has(attr: str) -> Callable[[SySRsSearchCV], bool]:
 
 
 class SySRsSearchCV(MetaEstimatorMixin, BaseEstimator):
-    """Pick the best candidate of a parameter grid by a bandit over (candidate, held-out sample) evaluations.
+    """Grid search on a fitting budget: candidates cross-validated on growing shared subsets of the rows.
 
-    Every candidate (one point of ``param_grid``) is fitted on the training part of each ``cv`` fold, so every
-    sample has one out-of-fold prediction per candidate. Those predictions are the *queries* of best-model
-    identification: an evaluation is one candidate's prediction on one held-out sample, scored in [0, 1] by
-    ``query_score``. A scheduler (SySRs by default) spends ``budget`` evaluations, asking for predictions only
-    when it needs them, and returns the candidate with the best mean score; ``best_estimator_`` is that
-    candidate refit on all the data. With ``budget=None`` every candidate is evaluated on every sample, which
-    is exactly a grid search on the per-sample score.
+    Phase by phase, every surviving candidate (one point of ``param_grid``) is cross-validated on the same
+    first rows of one shuffled, class-balanced order of the data, with the same folds (each row keeps its
+    fold of ``cv`` throughout), and the worst are dropped: one per phase for ``"sysrs"`` (Successive Rejects,
+    the SySRs statistic: lowest mean score on the shared rows, which equals the worst mean paired difference
+    to the leader), the bottom half for ``"sh_synced"``. Phases cost the same number of fitted rows, and the
+    last phase compares the two finalists on all rows with all of ``cv``'s folds, exactly as
+    :class:`~sklearn.model_selection.GridSearchCV` would: when the grid search's winner reaches the last
+    phase, the pick is the same. ``"sr"`` and ``"sh"`` draw each candidate's rows independently (no pairing).
 
-    The budget saves prediction and scoring calls, not fits: use it when evaluating a candidate is the
-    expensive part (large models, API calls, a costly ``query_score``). Pre-trained models can be compared
-    without refitting by passing them wrapped in :class:`sklearn.frozen.FrozenEstimator` as grid values.
-
-    SySRs is Successive Rejects on shared samples [reconstructed from the abstract of arXiv 2606.07726]; the
-    meta-estimator around it, the out-of-fold queries and the default scores are hf-ext's.
+    The eliminations on shared rows are SySRs's synchronisation [reconstructed from the abstract of arXiv
+    2606.07726]; the fit budget, the growing subsets and the last full-data phase are hf-ext's, after the
+    successive halving of :class:`~sklearn.model_selection.HalvingGridSearchCV`.
 
     Parameters
     ----------
     estimator : estimator object
-        Cloned for every candidate; must implement ``fit`` and ``predict``.
+        Cloned for every candidate and fold; must implement ``fit``.
     param_grid : dict or list of dicts
-        Candidates, as for :class:`~sklearn.model_selection.GridSearchCV` (e.g. ``{"model": [SVC(), KNN()]}``
-        on a one-step Pipeline compares different models).
-    budget : int, float in (0, 1] or None, default=None
-        Evaluations to spend: an int, or a share of ``n_candidates * n_samples`` (rounded up and raised to the
-        algorithm's minimum, ``n_candidates + 1``). ``None`` evaluates everything.
-    algorithm : {"sysrs", "sr", "uniform", "uniform_synced", "sh", "sh_synced"}, default="sysrs"
-        The scheduler (see :data:`hf_ext.sysrs.core.ALGORITHMS`).
-    query_score : callable or None, default=None
-        ``query_score(y_true, y_pred) -> array (n,)`` of per-sample scores in [0, 1], higher is better.
-        ``None``: 1 for a correct prediction, 0 otherwise, for classifiers (the selection targets accuracy);
-        ``1 - min(1, |y - y_pred| / (max(y) - min(y)))`` averaged over outputs for other estimators (a bounded
-        absolute error, an hf-ext choice).
+        Candidates, as for :class:`~sklearn.model_selection.GridSearchCV`.
+    budget : float in (0, 1], default=1/3
+        Fitting work as a share of a grid search's (fits x training rows). The last phase is always paid;
+        a budget below it leaves the earlier phases at their minimum size, and ``budget_used_`` says what was
+        spent. ``1.0`` with two candidates is a grid search.
+    algorithm : {"sysrs", "sr", "sh_synced", "sh"}, default="sysrs"
+        Eliminations and row sharing (see above).
+    scoring : str, callable or None, default=None
+        As for ``GridSearchCV`` (``None``: the estimator's ``score``); higher is better.
     cv : int, cross-validation generator or iterable, default=5
-        Folds, as for ``GridSearchCV`` (stratified for classifiers); test folds must partition the samples.
+        Folds of all the rows, as for ``GridSearchCV``; a phase on a subset keeps each fold's rows in it.
+    min_resources : int or None, default=None
+        Fewest rows of a phase; ``None``: ``2 * n_splits`` (times the number of classes for a classifier).
     refit : bool, default=True
         Refit the best candidate on all the data as ``best_estimator_`` (needed for ``predict``).
     random_state : int, RandomState instance or None, default=None
-        Seed of the scheduler (query order and tie-breaks).
+        Seed of the row order.
     n_jobs : int or None, default=None
-        Candidate-fold fits run at once through joblib, as in ``GridSearchCV`` (``-1``: every core; a
-        ``joblib.parallel_config`` backend such as Dask or Ray applies). The pick does not depend on it.
+        Candidate-fold fits of a phase run at once through joblib, as in ``GridSearchCV``. The pick does not
+        depend on it.
 
     Attributes
     ----------
+    cv_results_ : dict of numpy (masked) ndarrays
+        One row per candidate and phase, keys as in ``HalvingGridSearchCV``: ``iter``, ``n_resources``,
+        ``params``, ``param_<name>``, ``split<i>_test_score``, ``mean_test_score``, ``std_test_score``,
+        ``rank_test_score`` (1 = the pick; later phases rank first), ``mean_fit_time`` and the like (seconds).
     best_index_ : int
-        Index of the picked candidate in ``candidates_``.
+        Row of ``cv_results_`` of the pick in the last phase.
     best_params_ : dict
         Its parameters.
+    best_score_ : float
+        Its mean cross-validated score on all rows.
     best_estimator_ : estimator
-        The picked candidate refit on all the data (``refit=True`` only).
-    candidates_ : list of dict
-        Every candidate's parameters, in grid order.
-    n_candidates_, n_splits_ : int
-        Number of candidates and of folds.
-    budget_used_ : int
-        Evaluations spent (``<= budget``).
-    evaluations_ : ndarray of shape (n_candidates,)
-        Evaluations spent on each candidate.
-    mean_scores_ : ndarray of shape (n_candidates,)
-        Mean per-sample score over the evaluations each candidate received.
+        The pick refit on all the data (``refit=True`` only).
+    refit_time_ : float
+        Seconds spent refitting it.
+    scorer_ : callable
+        The scorer used.
+    n_splits_ : int
+        Number of folds.
+    n_candidates_, n_resources_ : list of int
+        Candidates fitted and rows used in each phase.
+    n_iterations_ : int
+        Number of phases.
+    budget_used_ : float
+        Fitting work spent, as a share of a grid search's (training rows summed over every fit).
     history_ : list of dict
-        The scheduler's phases: ``phase``, ``n_new``, ``n_seen``, ``spent``, ``eliminated``, ``survivors``.
+        Per phase: ``phase``, ``n_resources``, ``survivors`` (candidate indices), ``eliminated``.
 
     Examples
     --------
@@ -120,24 +181,21 @@ class SySRsSearchCV(MetaEstimatorMixin, BaseEstimator):
     >>> from hf_ext.estimators import SySRsSearchCV
     >>> X, y = load_breast_cancer(return_X_y=True)
     >>> search = SySRsSearchCV(
-    ...     LogisticRegression(max_iter=5000), {"C": [0.001, 0.1, 10.0]}, budget=0.4, random_state=0
+    ...     LogisticRegression(max_iter=5000), {"C": [0.001, 0.01, 0.1, 1.0, 10.0]}, random_state=0
     ... ).fit(X, y)
-    >>> search.best_params_, search.budget_used_ <= 0.4 * 3 * 569
-    ({'C': 10.0}, True)
+    >>> search.best_params_, search.n_candidates_, round(search.budget_used_, 2)
+    ({'C': 1.0}, [5, 4, 3, 2], 0.57)
     """
 
     _paper = paper("sysrs")
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
-        "estimator": [HasMethods(["fit", "predict"])],
+        "estimator": [HasMethods(["fit"])],
         "param_grid": [dict, list],
-        "budget": [
-            Interval(Integral, 1, None, closed="left"),
-            Interval(RealNotInt, 0, 1, closed="right"),
-            None,
-        ],
-        "algorithm": [StrOptions(set(ALGORITHMS))],
-        "query_score": [callable, None],
+        "budget": [Interval(Real, 0, 1, closed="right")],
+        "algorithm": [StrOptions(set(SEARCH_ALGORITHMS))],
+        "scoring": [str, callable, None],
         "cv": ["cv_object"],
+        "min_resources": [Interval(Integral, 1, None, closed="left"), None],
         "refit": ["boolean"],
         "random_state": ["random_state"],
         "n_jobs": [Integral, None],
@@ -148,10 +206,11 @@ class SySRsSearchCV(MetaEstimatorMixin, BaseEstimator):
         estimator: Any,
         param_grid: dict[str, Any] | list[dict[str, Any]],
         *,
-        budget: float | None = None,
+        budget: float = 1 / 3,
         algorithm: str = "sysrs",
-        query_score: QueryScore | None = None,
+        scoring: Any = None,
         cv: Any = 5,
+        min_resources: int | None = None,
         refit: bool = True,
         random_state: Any = None,
         n_jobs: int | None = None,
@@ -160,89 +219,126 @@ class SySRsSearchCV(MetaEstimatorMixin, BaseEstimator):
         self.param_grid = param_grid
         self.budget = budget
         self.algorithm = algorithm
-        self.query_score = query_score
+        self.scoring = scoring
         self.cv = cv
+        self.min_resources = min_resources
         self.refit = refit
         self.random_state = random_state
         self.n_jobs = n_jobs
 
     @_fit_context(prefer_skip_nested_validation=False)  # the candidates validate their own parameters
-    def fit(self, X: Any, y: Any, **fit_params: Any) -> SySRsSearchCV:
-        """Fit every candidate on every fold, then identify the best one on the evaluation budget.
+    def fit(self, X: Any, y: Any = None, *, groups: Any = None, **fit_params: Any) -> SySRsSearchCV:
+        """Cross-validate the candidates phase by phase on growing shared subsets; refit the pick.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
             Training data, passed to the candidates as is.
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs), default=None
             Targets.
+        groups : array-like of shape (n_samples,), default=None
+            Group labels for a group-aware ``cv``.
         **fit_params : dict
-            Passed to every candidate's ``fit`` (sample-aligned arrays are split with the folds).
+            Passed to every candidate's ``fit`` (sample-aligned arrays are split with the rows).
 
         Returns
         -------
         self : SySRsSearchCV
             The fitted search.
         """
-        if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
-        X, y = indexable(X, y)
-        truth = _targets(y)
-        self.candidates_ = list(ParameterGrid(self.param_grid))
-        splits = list(check_cv(self.cv, y, classifier=is_classifier(self.estimator)).split(X, y))
-        n_samples, n_candidates = _num_samples(X), len(self.candidates_)
-        fold = np.full(n_samples, -1)
+        X, y, groups = indexable(X, y, groups)
+        n_rows = _num_samples(X)
+        candidates = list(ParameterGrid(self.param_grid))
+        if not candidates:
+            raise ValueError(f"`param_grid` must hold at least one candidate, got {self.param_grid!r}.")
+        classifier = is_classifier(self.estimator)
+        splits = list(check_cv(self.cv, y, classifier=classifier).split(X, y, groups))
+        fold = np.full(n_rows, -1)
         for f, (_, test) in enumerate(splits):
             fold[test] = f
-        if (fold < 0).any():
-            raise ValueError(
-                f"`cv` must put every sample in a test fold (a partition such as KFold), got {self.cv!r}."
+        self.scorer_ = check_scoring(self.estimator, scoring=self.scoring)
+        n_classes = len(np.unique(y)) if classifier and y is not None and np.ndim(y) == 1 else 1
+        min_rows = self.min_resources or 2 * len(splits) * n_classes
+        eliminations, synced = SEARCH_ALGORITHMS[self.algorithm]
+        counts = survivor_counts(len(candidates), eliminations, self.budget)
+        rows = fit_schedule(counts, n_rows, self.budget, min_rows)
+        rng = np.random.default_rng(_seed(self.random_state))
+        shared = _balanced_order(y if classifier else None, n_rows, rng)
+        alive = list(range(len(candidates)))
+        results: list[dict[str, Any]] = []
+        self.history_ = []
+        fitted_rows = 0
+        for phase, (n_keep_next, n_res) in enumerate(zip([*counts[1:], 1], rows)):
+            orders = {
+                c: shared if synced else _balanced_order(y if classifier else None, n_rows, rng)
+                for c in alive
+            }
+            jobs = [
+                (c, f, _restrict(train, orders[c], n_res, n_rows), _restrict(test, orders[c], n_res, n_rows))
+                for c in alive
+                for f, (train, test) in enumerate(splits)
+            ]
+            out = Parallel(n_jobs=self.n_jobs)(
+                delayed(_fit_and_score)(
+                    clone(self.estimator).set_params(**candidates[c]),
+                    X,
+                    y,
+                    train,
+                    test,
+                    self.scorer_,
+                    fit_params,
+                )
+                for c, _, train, test in jobs
             )
-        fits = Parallel(n_jobs=self.n_jobs)(
-            delayed(_fit_one)(clone(self.estimator).set_params(**params), X, y, fit_params, train)
-            for params in self.candidates_
-            for train, _ in splits
-        )
-        models = [fits[c * len(splits) : (c + 1) * len(splits)] for c in range(n_candidates)]
-        score = self.query_score or _default_query_score(self.estimator, truth)
-        sched = make_scheduler(
+            fitted_rows += sum(len(train) for _, _, train, _ in jobs)
+            per_fold = np.array([score for score, _, _ in out]).reshape(len(alive), len(splits))
+            times = np.array([t[1:] for t in out]).reshape(len(alive), len(splits), 2)
+            mean = per_fold.mean(axis=1)
+            for i, c in enumerate(alive):
+                results.append(
+                    {
+                        "iter": phase,
+                        "n_resources": n_res,
+                        "candidate": c,
+                        "scores": per_fold[i],
+                        "times": times[i],
+                    }
+                )
+            # Stable sort: ties keep grid order, so the first of tied candidates wins, as in GridSearchCV.
+            ranked = [alive[i] for i in np.argsort(-mean, kind="stable")]
+            keep = sorted(ranked[:n_keep_next])
+            self.history_.append(
+                {
+                    "phase": phase,
+                    "n_resources": n_res,
+                    "survivors": list(alive),
+                    "eliminated": sorted(set(alive) - set(keep)),
+                }
+            )
+            alive = keep
+        self.n_candidates_ = counts
+        self.n_resources_ = rows
+        self.n_iterations_ = len(rows)
+        self.n_splits_ = len(splits)
+        grid_rows = len(candidates) * sum(len(train) for train, _ in splits)
+        self.budget_used_ = fitted_rows / grid_rows
+        self.cv_results_ = _cv_results(results, candidates, len(splits))
+        self.best_index_ = int(np.flatnonzero(self.cv_results_["rank_test_score"] == 1)[0])
+        self.best_params_ = candidates[alive[0]]
+        self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
+        logger.debug(
+            "%s picked %s (%.2f of a grid search's fits)",
             self.algorithm,
-            n_candidates,
-            n_samples,
-            self._resolve_budget(n_candidates, n_samples),
-            seed=scheduler_seed(self.random_state),
+            self.best_params_,
+            self.budget_used_,
         )
-        totals, counts = np.zeros(n_candidates), np.zeros(n_candidates, dtype=int)
-        while not sched.done:
-            batch = sched.ask()
-            scores = _evaluate(models, batch.model_ids, batch.query_ids, X, truth, fold, score)
-            sched.tell(scores)
-            totals[batch.model_ids] += scores.sum(axis=1)
-            counts[batch.model_ids] += scores.shape[1]
-        self._record(sched, totals, counts, len(splits))
         if self.refit:
-            best = clone(self.estimator).set_params(**self.best_params_)
-            self.best_estimator_ = best.fit(X, y, **fit_params)
+            start = time.perf_counter()
+            self.best_estimator_ = (
+                clone(self.estimator).set_params(**self.best_params_).fit(X, y, **fit_params)
+            )
+            self.refit_time_ = time.perf_counter() - start
         return self
-
-    def _resolve_budget(self, n_candidates: int, n_samples: int) -> int:
-        full = n_candidates * n_samples
-        if self.budget is None:
-            return full
-        if isinstance(self.budget, Integral):
-            return int(self.budget)
-        minimum = ALGORITHMS[self.algorithm][0]._min_budget(n_candidates)
-        return min(full, max(math.ceil(self.budget * full), minimum))
-
-    def _record(self, sched: BestArmScheduler, totals: np.ndarray, counts: np.ndarray, n_splits: int) -> None:
-        self.best_index_ = sched.recommend()
-        self.best_params_ = self.candidates_[self.best_index_]
-        self.n_candidates_, self.n_splits_ = len(self.candidates_), n_splits
-        self.budget_used_, self.history_ = sched.spent, sched.history
-        self.evaluations_ = counts
-        with np.errstate(invalid="ignore", divide="ignore"):
-            self.mean_scores_ = totals / counts
-        logger.debug("%s picked candidate %d (%d evaluations)", self.algorithm, self.best_index_, sched.spent)
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -303,67 +399,83 @@ class SySRsSearchCV(MetaEstimatorMixin, BaseEstimator):
         return int(self.best_estimator_.n_features_in_)
 
 
-def _fit_one(model: Any, X: Any, y: Any, fit_params: dict[str, Any], train: Any) -> Any:
-    """``model`` (an unfitted clone) fitted on rows ``train``, with sample-aligned ``fit_params`` split."""
+def _seed(random_state: Any) -> int | None:
+    """An int seed as is; a ``RandomState`` yields a drawn one; ``None`` stays fresh entropy."""
+    if random_state is None or isinstance(random_state, Integral):
+        return None if random_state is None else int(random_state)
+    return int(random_state.randint(np.iinfo(np.int32).max))
+
+
+def _balanced_order(y: Any, n_rows: int, rng: np.random.Generator) -> np.ndarray:
+    """A random order of the rows whose every prefix holds each class in about its overall share.
+
+    Rows are shuffled, then sorted by ``(rank within its class + U(0, 1)) / class size``; ``y=None`` (not a
+    classifier) gives a plain shuffle.
+    """
+    perm = rng.permutation(n_rows)
+    if y is None or np.ndim(y) != 1:
+        return perm
+    labels = np.unique(np.asarray(y)[perm], return_inverse=True)[1]
+    sizes = np.bincount(labels)
+    rank = np.empty(n_rows)
+    for label, size in enumerate(sizes):
+        where = np.flatnonzero(labels == label)
+        rank[where] = (np.arange(size) + rng.random(size)) / size
+    return perm[np.argsort(rank, kind="stable")]
+
+
+def _restrict(indices: np.ndarray, order: np.ndarray, n_res: int, n_rows: int) -> np.ndarray:
+    """``indices`` kept to the first ``n_res`` rows of ``order`` (all of them when ``n_res == n_rows``)."""
+    if n_res >= n_rows:
+        return indices
+    inside = np.zeros(n_rows, dtype=bool)
+    inside[order[:n_res]] = True
+    return indices[inside[indices]]
+
+
+def _fit_and_score(
+    model: Any, X: Any, y: Any, train: np.ndarray, test: np.ndarray, scorer: Any, fit_params: dict[str, Any]
+) -> tuple[float, float, float]:
+    """``(test score, fit seconds, score seconds)`` of ``model`` fitted on rows ``train``."""
     kwargs = _check_method_params(X, params=fit_params, indices=train)
-    return model.fit(_safe_indexing(X, train), _safe_indexing(y, train), **kwargs)
+    y_train = None if y is None else _safe_indexing(y, train)
+    start = time.perf_counter()
+    model.fit(_safe_indexing(X, train), y_train, **kwargs)
+    fitted = time.perf_counter()
+    y_test = None if y is None else _safe_indexing(y, test)
+    score = float(scorer(model, _safe_indexing(X, test), y_test))
+    return score, fitted - start, time.perf_counter() - fitted
 
 
-def _targets(y: Any) -> np.ndarray:
-    """``y`` as the array the per-sample scores compare with: a column vector becomes 1-D (with scikit-learn's
-    ``DataConversionWarning``)."""
-    truth = np.asarray(y)
-    if truth.ndim == 2 and truth.shape[1] == 1:
-        from sklearn.exceptions import DataConversionWarning
-
-        warnings.warn(
-            "A column-vector y was passed when a 1d array was expected; it is used as a 1d array.",
-            DataConversionWarning,
-            stacklevel=3,
+def _cv_results(
+    results: list[dict[str, Any]], candidates: list[dict[str, Any]], n_splits: int
+) -> dict[str, Any]:
+    """The ``cv_results_`` dict: one entry per (phase, candidate), in phase then grid order."""
+    n = len(results)
+    scores = np.array([r["scores"] for r in results]).reshape(n, n_splits)
+    times = np.array([r["times"] for r in results]).reshape(n, n_splits, 2)
+    out: dict[str, Any] = {
+        "iter": np.array([r["iter"] for r in results]),
+        "n_resources": np.array([r["n_resources"] for r in results]),
+        "params": [candidates[r["candidate"]] for r in results],
+    }
+    for name in sorted({key for params in candidates for key in params}):
+        column = np.ma.MaskedArray(np.empty(n, dtype=object), mask=True)
+        for i, r in enumerate(results):
+            if name in candidates[r["candidate"]]:
+                column[i] = candidates[r["candidate"]][name]
+        out[f"param_{name}"] = column
+    for i in range(n_splits):
+        out[f"split{i}_test_score"] = scores[:, i]
+    out["mean_test_score"], out["std_test_score"] = scores.mean(axis=1), scores.std(axis=1)
+    for j, kind in enumerate(("fit", "score")):
+        out[f"mean_{kind}_time"], out[f"std_{kind}_time"] = (
+            times[:, :, j].mean(axis=1),
+            times[:, :, j].std(axis=1),
         )
-        truth = truth.ravel()
-    return truth
-
-
-def _default_query_score(estimator: Any, truth: np.ndarray) -> QueryScore:
-    """Exact match for classifiers; a bounded absolute error (scaled by the range of ``y``) otherwise."""
-    if is_classifier(estimator):
-        return _exact_match
-    span = np.ptp(truth.astype(float), axis=0)
-    return lambda y_true, y_pred: _bounded_abs_error(y_true, y_pred, span)
-
-
-def _exact_match(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
-    hit = np.asarray(y_true) == np.asarray(y_pred)
-    return np.asarray(hit.reshape(len(hit), -1).all(axis=1), dtype=float)
-
-
-def _bounded_abs_error(y_true: np.ndarray, y_pred: np.ndarray, span: Any) -> np.ndarray:
-    err = np.abs(np.asarray(y_true, dtype=float) - np.asarray(y_pred, dtype=float).reshape(np.shape(y_true)))
-    scaled = np.minimum(1.0, err / np.where(np.asarray(span) > 0, span, 1.0))
-    return np.asarray(1.0 - scaled.reshape(len(scaled), -1).mean(axis=1))
-
-
-def _evaluate(
-    models: list[list[Any]],
-    model_ids: list[int],
-    query_ids: np.ndarray,
-    X: Any,
-    truth: np.ndarray,
-    fold: np.ndarray,
-    score: QueryScore,
-) -> np.ndarray:
-    """Scores of ``model_ids[i]`` on samples ``query_ids[i]``, each predicted by the fold model that did not
-    train on it; shape ``query_ids.shape``."""
-    out = np.empty(query_ids.shape)
-    for row, (m, queries) in enumerate(zip(model_ids, query_ids)):
-        for f in np.unique(fold[queries]):
-            cols = np.flatnonzero(fold[queries] == f)
-            idx = queries[cols]
-            got = np.asarray(score(truth[idx], models[m][f].predict(_safe_indexing(X, idx))), dtype=float)
-            if got.shape != (len(idx),):
-                raise ValueError(
-                    f"`query_score` must return one score per sample, shape ({len(idx)},), got {got.shape}."
-                )
-            out[row, cols] = got
+    # Later phases first, then the higher mean score; ties keep grid order (the pick is rank 1).
+    order = np.lexsort((np.arange(n), -out["mean_test_score"], -out["iter"]))
+    rank = np.empty(n, dtype=int)
+    rank[order] = np.arange(1, n + 1)
+    out["rank_test_score"] = rank
     return out
