@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.harness import BenchReport, Headline, Timer, verdict
+from benchmarks.sysrs._grid import HIGH_RHO, grid_cells, grid_rows, grid_summary
+from benchmarks.sysrs._search import SEARCH_BUDGET, search_rows, search_settings
 from benchmarks.sysrs.figures import (
     DELTA,
     METHOD,
@@ -87,19 +89,31 @@ def _grid_of(settings: tuple[Setting, ...]) -> list[dict[str, Any]]:
 
 
 def grid() -> list[dict[str, Any]]:
-    """The settings of the full run (table, matrix, budget or target error rate)."""
-    return _grid_of(SETTINGS)
+    """The settings of the full run (table, matrix, budget or target error rate; regime cells; the search)."""
+    return _grid_of(SETTINGS) + grid_cells(False) + search_settings()
 
 
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
-    """Every algorithm on every matrix, 400 runs per cell and a x1.2 budget grid; ``quick``: breast cancer and
-    wine only, 100 runs per cell and a x1.5 grid."""
+    """Every algorithm on every matrix, 400 runs per cell and a x1.2 budget grid, the regime grid (K = 5, 10,
+    20) and the fit-budget search over 10 seeds; ``quick``: breast cancer and wine only, 100 runs per cell, a
+    x1.5 grid, the regime grid at K = 10 and the search over 2 seeds."""
     if quick:
-        return _report(tuple(s for s in SETTINGS if s.quick), reps=100, factor=1.5, seed=seed)
-    return _report(SETTINGS, reps=400, factor=1.2, seed=seed)
+        quick_settings = tuple(s for s in SETTINGS if s.quick)
+        return _report(
+            quick_settings, reps=100, factor=1.5, seed=seed, regime=grid_cells(True), search_seeds=2
+        )
+    return _report(SETTINGS, reps=400, factor=1.2, seed=seed, regime=grid_cells(False), search_seeds=10)
 
 
-def _report(settings: tuple[Setting, ...], *, reps: int, factor: float, seed: int) -> BenchReport:
+def _report(
+    settings: tuple[Setting, ...],
+    *,
+    reps: int,
+    factor: float,
+    seed: int,
+    regime: list[dict[str, Any]] | None = None,
+    search_seeds: int = 0,
+) -> BenchReport:
     mats, build_s = {}, {}
     for s in settings:
         with Timer() as t:
@@ -112,12 +126,15 @@ def _report(settings: tuple[Setting, ...], *, reps: int, factor: float, seed: in
             fixed += fixed_budget_rows(s.name, S, b, corr, reps, seed)
         needed += fixed_confidence_rows(s.name, S, corr, factor, reps, seed)
         logger.info("sysrs bench: %s done", s.name)
+    regime_rows = grid_rows(regime or [], reps=reps, seed=seed)
+    summary = grid_summary(regime_rows) if regime_rows else []
+    searches = search_rows(range(seed, seed + search_seeds)) if search_seeds else []
     real = {s.name for s in settings if s.kind == "real"}
     over = ("real data", real) if real else ("every matrix", set(mats))
     means = [_mean_row(fixed, system, *over) for system in SYSTEMS]
     headline = Headline.from_rows(means, "error_rate", higher_is_better=False, method_system=METHOD)
     return BenchReport(
-        rows=means + fixed + needed,
+        rows=means + fixed + needed + summary + regime_rows + searches,
         headline=headline,
         config={
             "reps": reps,
@@ -132,9 +149,49 @@ def _report(settings: tuple[Setting, ...], *, reps: int, factor: float, seed: in
             },
         },
         what=_what(settings, reps),
-        notes=_notes(fixed, needed, settings, mats, build_s),
-        settings=_grid_of(settings),
+        notes=_notes(fixed, needed, settings, mats, build_s)
+        + _regime_notes(summary)
+        + _search_notes(searches),
+        settings=_grid_of(settings) + (regime or []) + (search_settings() if search_seeds else []),
     )
+
+
+def _regime_notes(summary: list[dict[str, Any]]) -> list[str]:
+    if not summary:
+        return []
+    me = next(r for r in summary if r["system"] == METHOD)
+    others = [r for r in summary if r["system"] != METHOD]
+    best = min(others, key=lambda r: r["mean_error"])
+    detail = (
+        f"SySRs {me['mean_error']:.3f} vs {best['system']} {best['mean_error']:.3f} over {me['cells']} cells"
+    )
+    lines = [
+        verdict("Regime grid: SySRs has the lowest mean error", me["mean_error"] < best["mean_error"], detail)
+    ]
+    lines.append(
+        verdict(
+            f"Regime grid: err(SySRs) <= {TARGET_RATIO} x err(SR) at rho >= {HIGH_RHO}",
+            me["err/SR_rho>=0.7"] <= TARGET_RATIO,
+            f"mean ratio {me['err/SR_rho>=0.7']:.2f}; mean error {me['mean_error_rho>=0.7']:.3f} vs SR "
+            f"{next(r for r in summary if r['system'] == 'SR')['mean_error_rho>=0.7']:.3f}",
+        )
+    )
+    return lines
+
+
+def _search_notes(searches: list[dict[str, Any]]) -> list[str]:
+    if not searches:
+        return []
+    me = next(r for r in searches if r["system"] == "SySRsSearchCV(sysrs)")
+    ok = me["speedup"] >= 3 and me["same_share"] >= 0.9
+    return [
+        verdict(
+            "SySRsSearchCV: >= 3x less wall time than GridSearchCV, same pick in >= 90% of seeds",
+            ok,
+            f"x{me['speedup']:.1f} faster, same pick {me['same_pick']}, fit work {me['fit_share']:.2f} "
+            f"of the grid's (budget {SEARCH_BUDGET:.2f})",
+        )
+    ]
 
 
 def _what(settings: tuple[Setting, ...], reps: int) -> str:

@@ -41,8 +41,13 @@ def test_quick_run_is_a_slice_and_reports_targets(quick_report) -> None:
 
     report = quick_report("sysrs")
     check_slice(report.settings, bench.grid(), method="sysrs")
-    systems = {r["system"] for r in report.rows}
+    systems = {r["system"] for r in report.rows if r["table"] != "fit budget"}
     assert systems == {"uniform", "uniform-synced", "SR", "SySRs", "SH", "SH-synced"}
+    searches = {r["system"] for r in report.rows if r["table"] == "fit budget"}
+    assert searches == {"GridSearchCV", "SySRsSearchCV(sysrs)", "SySRsSearchCV(sh_synced)"}
+    assert len([r for r in report.rows if r["table"] == "regime grid"]) == 8 * 6  # rho x budget at K = 10
+    assert any(n.startswith("Regime grid: SySRs has the lowest mean error") for n in report.notes)
+    assert any(n.startswith("SySRsSearchCV: >= 3x less wall time") for n in report.notes)
     assert report.headline.figure == "error_rate" and report.headline.best_baseline_system != "SySRs"
     assert all(r["max_spent"] <= r["budget"] for r in report.rows if r["table"] == "fixed budget")
     means = [r for r in report.rows if r["table"] == "mean over real data"]
@@ -64,7 +69,8 @@ def test_grid_is_cheap_and_covers_every_matrix() -> None:
     from benchmarks.sysrs import bench
 
     grid = bench.grid()
-    assert {g["matrix"] for g in grid} == {s.name for s in bench.SETTINGS}
+    assert {g["matrix"] for g in grid if "matrix" in g} == {s.name for s in bench.SETTINGS}
+    assert sum(g["table"] == "regime grid" for g in grid) == 4 * 2 * 3
     assert {"table": "fixed budget", "matrix": "wine", "budget": 356} in grid
     assert sum(g["table"] == "fixed confidence" for g in grid) == len(bench.SETTINGS)
 
