@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import math
 import time
+import warnings
 from collections.abc import Callable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone, is_classifier
-from sklearn.exceptions import NotFittedError
+from sklearn.exceptions import DataConversionWarning, NotFittedError
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import ParameterGrid, check_cv
 from sklearn.utils import _safe_indexing
@@ -67,7 +68,8 @@ def survivor_counts(n_candidates: int, eliminations: str, budget: float) -> list
     counts = [n_candidates]
     for j in range(1, phases):
         geometric = round(n_candidates * (2 / n_candidates) ** (j / (phases - 1)))
-        counts.append(max(2 + phases - 1 - j, min(counts[-1] - 1, geometric)))  # room left for the later phases
+        room = 2 + phases - 1 - j  # one more than each later phase needs
+        counts.append(max(room, min(counts[-1] - 1, geometric)))
     return counts
 
 
@@ -176,15 +178,14 @@ class SySRsSearchCV(MetaEstimatorMixin, BaseEstimator):
 
     Examples
     --------
-    >>> from sklearn.datasets import load_breast_cancer
-    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.svm import SVC
     >>> from hf_ext.estimators import SySRsSearchCV
-    >>> X, y = load_breast_cancer(return_X_y=True)
-    >>> search = SySRsSearchCV(
-    ...     LogisticRegression(max_iter=5000), {"C": [0.001, 0.01, 0.1, 1.0, 10.0]}, random_state=0
-    ... ).fit(X, y)
-    >>> search.best_params_, search.n_candidates_, round(search.budget_used_, 2)
-    ({'C': 1.0}, [5, 4, 3, 2], 0.57)
+    >>> X, y = load_digits(return_X_y=True)
+    >>> grid = {"gamma": [1e-4, 3e-4, 1e-3, 3e-3, 1e-2], "C": [0.1, 0.3, 1.0, 3.0, 10.0]}
+    >>> search = SySRsSearchCV(SVC(), grid, budget=1 / 3, random_state=0).fit(X / 16, y)
+    >>> search.best_params_, search.n_candidates_, search.n_resources_, round(search.budget_used_, 2)
+    ({'C': 10.0, 'gamma': 0.01}, [25, 11, 5, 2], [151, 344, 758, 1797], 0.33)
     """
 
     _paper = paper("sysrs")
@@ -247,6 +248,13 @@ class SySRsSearchCV(MetaEstimatorMixin, BaseEstimator):
             The fitted search.
         """
         X, y, groups = indexable(X, y, groups)
+        if y is not None and np.ndim(y) == 2 and np.shape(y)[1] == 1:
+            warnings.warn(
+                "A column-vector y was passed when a 1d array was expected; it is used as a 1d array.",
+                DataConversionWarning,
+                stacklevel=2,
+            )
+            y = np.ravel(y)
         n_rows = _num_samples(X)
         candidates = list(ParameterGrid(self.param_grid))
         if not candidates:
@@ -273,6 +281,8 @@ class SySRsSearchCV(MetaEstimatorMixin, BaseEstimator):
                 c: shared if synced else _balanced_order(y if classifier else None, n_rows, rng)
                 for c in alive
             }
+            n_res = _covering(n_res, n_rows, splits, list(orders.values()), y if classifier else None)
+            rows[phase:] = [max(n_res, r) for r in rows[phase:]]
             jobs = [
                 (c, f, _restrict(train, orders[c], n_res, n_rows), _restrict(test, orders[c], n_res, n_rows))
                 for c in alive
@@ -431,6 +441,23 @@ def _restrict(indices: np.ndarray, order: np.ndarray, n_res: int, n_rows: int) -
     inside = np.zeros(n_rows, dtype=bool)
     inside[order[:n_res]] = True
     return indices[inside[indices]]
+
+
+def _covering(n_res: int, n_rows: int, splits: list[Any], orders: list[np.ndarray], y: Any) -> int:
+    """``n_res`` grown (doubling, at most ``n_rows``) until every fold of every order has test rows and, for
+    a classifier, training rows of every class."""
+    classes = None if y is None or np.ndim(y) != 1 else np.unique(y)
+    while n_res < n_rows:
+        ok = True
+        for order in orders:
+            for train, test in splits:
+                tr, te = _restrict(train, order, n_res, n_rows), _restrict(test, order, n_res, n_rows)
+                if len(te) == 0 or (classes is not None and len(np.unique(np.asarray(y)[tr])) < len(classes)):
+                    ok = False
+        if ok:
+            return n_res
+        n_res = min(n_rows, 2 * n_res)
+    return n_rows
 
 
 def _fit_and_score(

@@ -124,7 +124,11 @@ def test_survivors_of_a_phase_are_fitted_on_the_same_rows(algorithm: str, shared
 
 def test_clone_get_params_and_refit() -> None:
     search = SySRsSearchCV(LogisticRegression(), GRID, budget=0.4, algorithm="sh_synced", random_state=3)
-    assert clone(search).get_params() == search.get_params()
+    copy = clone(search)
+    assert type(copy.estimator) is LogisticRegression and copy.estimator is not search.estimator
+    assert {k: v for k, v in copy.get_params(deep=False).items() if k != "estimator"} == {
+        k: v for k, v in search.get_params(deep=False).items() if k != "estimator"
+    }
     assert search.set_params(budget=0.5).budget == 0.5
     X, y = _data()
     no_refit = SySRsSearchCV(LogisticRegression(), GRID, refit=False, random_state=0).fit(X, y)

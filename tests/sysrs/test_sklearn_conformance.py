@@ -32,4 +32,4 @@ def test_refit_controls_prediction(refit: bool) -> None:
     X, y = make_classification(200, random_state=0)
     search = SySRsSearchCV(LogisticRegression(), {"C": [0.01, 1.0]}, refit=refit, random_state=0).fit(X, y)
     assert hasattr(search, "predict") is refit
-    assert search.best_params_ == search.candidates_[search.best_index_]
+    assert search.best_params_ == search.cv_results_["params"][search.best_index_]
