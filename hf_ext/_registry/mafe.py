@@ -47,6 +47,8 @@ METHOD = MethodInfo(
         "FairnessConstraint": "hf_ext.mafe.wrappers",
         "ComponentLogger": "hf_ext.mafe.wrappers",
         "SingleAgentView": "hf_ext.mafe.wrappers",
+        "FlatInfos": "hf_ext.mafe.wrappers",
+        "DiscreteActions": "hf_ext.mafe.wrappers",
         "GroupRate": "hf_ext.metrics.fairness",
         "DemographicParityDifference": "hf_ext.metrics.fairness",
         "EqualOpportunityDifference": "hf_ext.metrics.fairness",

@@ -11,6 +11,7 @@ formalism of the paper's Fair Dec-POMDP (see :mod:`hf_ext.mafe.core`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from collections.abc import Sequence
@@ -168,6 +169,32 @@ class MAFEParallelEnv(ParallelEnv):
     def action_space(self, agent: str) -> spaces.Space:
         """The agent's action space (built once in ``__init__``: the same object on every call)."""
         return self._act_spaces[agent]
+
+    def info_space(self, agent: str) -> spaces.Dict:
+        """Typed form of ``infos[agent]``, as :class:`~hf_ext.mafe.wrappers.FlatInfos` returns it.
+
+        One ``Box((), float32)`` per ``"reward_components/<key>"`` and ``"fairness_components/<key>"`` of the
+        agent (the keys of a step; the global fairness keys first, then the agent's ``own/...`` keys) and
+        ``"empty_groups"`` as ``MultiBinary(G)``. The same object on every call.
+        """
+        return self._info_spaces[agent]
+
+    @functools.cached_property
+    def _info_spaces(self) -> dict[str, spaces.Dict]:
+        # The keys are read from one step of a throwaway copy with its own generator, so that they always
+        # match what ``step`` emits; the episode's generator is untouched.
+        batch = self.new_batch([np.random.default_rng(0)])
+        acts = {a: np.zeros((1, *(s.shape or ())), np.int64) for a, s in self._act_spaces.items()}
+        tr = self.advance(batch, acts)
+        common, own = fairness_dicts(self._keys, tr.owners, tr.means[0].tolist(), tr.gaps[0].tolist())
+        out = {}
+        for a in self.possible_agents:
+            keys = [f"reward_components/{k}" for k in tr.components[a]]
+            keys += [f"fairness_components/{k}" for k in (*common, *own.get(a, {}))]
+            fields: dict[str, spaces.Space] = {k: spaces.Box(-np.inf, np.inf, (), np.float32) for k in keys}
+            fields["empty_groups"] = spaces.MultiBinary(self.num_groups)
+            out[a] = spaces.Dict(fields)
+        return out
 
     def threshold_space(self, n: int) -> spaces.Discrete | spaces.MultiDiscrete:
         """``Discrete(n)`` or, with ``group_thresholds=True``, ``MultiDiscrete([n] * G)``."""

@@ -1,5 +1,11 @@
 """Wrappers for the MAFE-style environments: fairness-penalised scalar rewards, constraint costs,
-component logging (all ``pettingzoo.utils.BaseParallelWrapper``) and a single-agent Gymnasium view.
+component logging, typed flat infos and ``Discrete`` joint actions (all
+``pettingzoo.utils.BaseParallelWrapper``) and a single-agent Gymnasium view.
+
+``FlatInfos`` and ``DiscreteActions`` are what MARL libraries need: torchrl's ``PettingZooWrapper`` turns
+every info value into a tensor (nested dicts and lists of names fail), and SuperSuit's padding wrappers
+homogenise only ``Discrete`` or only ``Box`` spaces (per-group thresholds are ``MultiDiscrete``, the regulator
+``Discrete``).
 
 **[reconstructed]** The scalarisation ``r = sum_k w_k c^R_k + alpha * sum_j rate_j - beta * sum_m pen_m`` and
 the constraint cost ``sum_m max(0, c_m - limit_m)`` are hf-ext's concrete forms of the paper's
@@ -158,6 +164,120 @@ class ComponentLogger(BaseParallelWrapper):
         if self.log and key not in self.log[-1]:
             raise KeyError(f"key {key!r} is not logged; available: {sorted(self.log[-1])}.")
         return np.array([r[key] for r in self.log])
+
+
+class FlatInfos(BaseParallelWrapper):
+    """Typed, flat infos: each ``infos[agent]`` is a member of ``info_space(agent)``, with the same keys at
+    reset and at every step.
+
+    ``{"reward_components": {"interest": x}, "fairness_components": {"dp_gap": y}, "empty_groups": ["B"]}``
+    becomes ``{"reward_components/interest": float32(x), "fairness_components/dp_gap": float32(y),
+    "empty_groups": int8 [0, 1]}``; a key the env did not emit this step (every reward component and the
+    per-step rates at reset) is ``0.0``. Apply it last, after the wrappers that read the nested components.
+
+    Args:
+        env: A MAFE-style ParallelEnv (possibly wrapped).
+
+    Examples:
+        >>> from hf_ext.mafe import loan_mafe_v0
+        >>> env = FlatInfos(loan_mafe_v0.parallel_env(max_cycles=2))
+        >>> _, infos = env.reset(seed=0)
+        >>> env.info_space("bank_0").contains(infos["bank_0"])
+        True
+        >>> infos["bank_0"]["reward_components/interest"]
+        np.float32(0.0)
+    """
+
+    _paper = paper("mafe")
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        base = env.unwrapped
+        self._spaces = {a: base.info_space(a) for a in base.possible_agents}
+        self._groups = list(base.groups)
+
+    def info_space(self, agent: str) -> gymnasium.spaces.Dict:
+        """The ``gymnasium.spaces.Dict`` of ``agent``'s infos (see the env's ``info_space``)."""
+        return self._spaces[agent]
+
+    def _flatten(self, agent: str, info: Mapping[str, Any]) -> dict[str, Any]:
+        values = {
+            f"{part}/{k}": v
+            for part in ("reward_components", "fairness_components")
+            for k, v in info[part].items()
+        }
+        out: dict[str, Any] = {}
+        for key in self._spaces[agent]:
+            if key == "empty_groups":
+                out[key] = np.array([g in info["empty_groups"] for g in self._groups], dtype=np.int8)
+            else:
+                out[key] = np.float32(values.get(key, 0.0))
+        return out
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        obs, infos = self.env.reset(seed=seed, options=options)
+        return obs, {a: self._flatten(a, i) for a, i in infos.items()}
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        obs, rewards, terms, truncs, infos = self.env.step(actions)
+        return obs, rewards, terms, truncs, {a: self._flatten(a, i) for a, i in infos.items()}
+
+
+class DiscreteActions(BaseParallelWrapper):
+    """Each ``MultiDiscrete(nvec)`` action space (per-group thresholds) as one ``Discrete(prod(nvec))`` joint
+    index; ``Discrete`` agents are unchanged.
+
+    The index is the row-major position of the per-group actions (``numpy.ravel_multi_index``, the last group
+    varying fastest), so every agent has a ``Discrete`` space, as SuperSuit's ``pad_action_space_v0`` and
+    many single-space learners require. The joint space grows as ``(K + 1) ** G``: 64 indices for two groups.
+
+    Args:
+        env: A MAFE-style ParallelEnv (possibly wrapped).
+
+    Examples:
+        >>> from hf_ext.mafe import loan_mafe_v0
+        >>> env = DiscreteActions(loan_mafe_v0.parallel_env(group_thresholds=True, max_cycles=2))
+        >>> env.action_space("bank_0"), env.action_space("regulator_0")
+        (Discrete(64), Discrete(5))
+        >>> env.decode_action("bank_0", 11)
+        array([1, 3])
+    """
+
+    _paper = paper("mafe")
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        self._nvec: dict[str, np.ndarray] = {}
+        self._spaces: dict[str, gymnasium.spaces.Space] = {}
+        for a in env.possible_agents:
+            space = env.action_space(a)
+            if isinstance(space, gymnasium.spaces.MultiDiscrete):
+                self._nvec[a] = np.asarray(space.nvec, dtype=np.int64)
+                self._spaces[a] = gymnasium.spaces.Discrete(int(np.prod(space.nvec)))
+            else:
+                self._spaces[a] = space
+
+    def action_space(self, agent: str) -> gymnasium.spaces.Space:
+        """``Discrete(prod(nvec))`` for a ``MultiDiscrete`` agent, else the env's own space (same object
+        on every call)."""
+        return self._spaces[agent]
+
+    def decode_action(self, agent: str, action: Any) -> Any:
+        """The env's action of ``agent`` for the joint index ``action`` (``Discrete`` agents: unchanged)."""
+        if agent not in self._nvec:
+            return action
+        space = self._spaces[agent]
+        try:
+            index = int(action)
+            ok = index == action and space.contains(index)
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ValueError(f"action {action!r} of agent {agent!r} is not in its action space {space}.")
+        return np.array(np.unravel_index(index, tuple(self._nvec[agent])), dtype=np.int64)
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        return self.env.step({a: self.decode_action(a, act) for a, act in actions.items()})
 
 
 class SingleAgentView(gymnasium.Env):
