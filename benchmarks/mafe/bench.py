@@ -41,17 +41,22 @@ from benchmarks.mafe.evaluation import (
     HEADLINE_BETA,
     MAX_CYCLES,
     VECTOR_COPIES,
+    constant_policies,
     evaluate,
     make_env,
     paired_ci,
     row,
     scripted_arms,
+    search_constant,
     setting,
     throughput,
     train,
+    warm_start,
 )
 
-METHOD = f"F-MACEM beta={HEADLINE_BETA:g}"
+METHOD = f"F-MACEM beta={HEADLINE_BETA:g}, warm start"
+COLD = f"F-MACEM beta={HEADLINE_BETA:g}"
+CONSTANT = "best constant"
 GREEDY = "greedy, no intervention"
 SPEED_TARGET = 20_000  # agent-steps/s on one core, Loan at the default size
 
@@ -65,6 +70,8 @@ def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
     curves: dict[str, dict[str, list[list[float]]]] = {}
     paired: dict[str, dict[str, tuple[float, float]]] = {}
     speeds: dict[str, dict[str, float]] = {}
+    over_constant: dict[str, tuple[float, float]] = {}
+    actions: dict[str, dict[str, Any]] = {}
     with Timer() as total:
         for env_name in envs:
             domain = DOMAINS[env_name]
@@ -73,10 +80,22 @@ def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
             for system, kind, iv, policies in progress(scripted_arms(domain, seed), desc=f"{env_name} arms"):
                 env = make_env(domain, iv)
                 res[system] = kind, evaluate(env, policies(env), seeds, domain.gap), {}
+            constant, seconds = search_constant(domain, cfg, seed)
+            env = make_env(domain, domain.primary)
+            res[CONSTANT] = (
+                "constant",
+                evaluate(env, constant_policies(constant, len(seeds)), seeds, domain.gap),
+                {"train_s": seconds},
+            )
+            actions[env_name] = {a: np.asarray(v).tolist() for a, v in constant.items()}
             learners = [(f"F-MACEM beta={b:g}", b, "team") for b in cfg["betas"]]
             learners.append((f"independent CEM beta={HEADLINE_BETA:g}", HEADLINE_BETA, "per_agent"))
+            learners.append((METHOD, HEADLINE_BETA, "team"))
             for system, beta, objective in progress(learners, desc=f"{env_name} training"):
-                cem, seconds = train(domain, cfg, beta, objective, seed)
+                init = warm_start(domain, constant) if system == METHOD else None
+                cem, seconds = train(domain, cfg, beta, objective, seed, init)
+                if init is not None:
+                    seconds += res[CONSTANT][2]["train_s"]  # the search that found its start
                 kind = "method" if objective == "team" and beta > 0 else "learned"
                 env = make_env(domain, domain.primary)
                 res[system] = kind, evaluate(env, cem.policies(), seeds, domain.gap), {"train_s": seconds}
@@ -87,11 +106,12 @@ def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
                 for s, (_, r, _) in res.items()
                 if s.startswith("greedy +")
             }
+            over_constant[env_name] = paired_ci(res[METHOD][1]["fair"], res[CONSTANT][1]["fair"])
             rows += [row(env_name, s, k, r, domain.gap, **x) for s, (k, r, x) in res.items()]
             curves[env_name] = {
-                s: _curve(r["series"]) for s, (_, r, _) in res.items() if s in (GREEDY, METHOD)
+                s: _curve(r["series"]) for s, (_, r, _) in res.items() if s in (GREEDY, CONSTANT, METHOD)
             }
-    notes = _notes(rows, paired, speeds, total.seconds, quick)
+    notes = _notes(rows, paired, over_constant, speeds, total.seconds, quick)
     headline_env = "loan" if "loan" in envs else envs[0]
     headline = Headline.from_rows(
         rows, "fair_return", higher_is_better=True, method_system=METHOD, where={"env": headline_env}
@@ -104,6 +124,7 @@ def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
         "fixed_level": FIXED_LEVEL,
         "gap_trigger": [GAP_THRESHOLD, GAP_LEVEL],
         "group_thresholds": True,
+        "best_constant_actions": actions,
         "agent_steps_per_s": speeds,
         "gap_over_time": curves,
         "total_wall_s": total.seconds,
@@ -148,6 +169,7 @@ def _best(rows: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 def _notes(
     rows: list[dict[str, Any]],
     paired: dict[str, dict[str, tuple[float, float]]],
+    over_constant: dict[str, tuple[float, float]],
     speeds: dict[str, dict[str, float]],
     total_s: float,
     quick: bool,
@@ -161,7 +183,7 @@ def _notes(
         mine = [r for r in rows if r["env"] == env_name]
         by = {r["system"]: r for r in mine}
         method, greedy = by[METHOD], by[GREEDY]
-        for kind in ("trivial", "scripted", "learned"):
+        for kind in ("trivial", "constant", "scripted", "learned"):
             best = _best(mine, kind)
             margin = method["fair_return"] - best["fair_return"]
             notes.append(
@@ -172,6 +194,16 @@ def _notes(
                     f"margin {margin:+.4f}",
                 )
             )
+        lo, hi = over_constant[env_name]
+        notes.append(
+            verdict(
+                f"[{env_name}] {METHOD} beats the best constant policy beyond the seed spread (paired 95% CI "
+                "of fair_return above 0)",
+                lo > 0,
+                f"difference CI [{lo:+.4f}, {hi:+.4f}]; {COLD} minus best constant "
+                f"{by[COLD]['fair_return'] - by[CONSTANT]['fair_return']:+.4f}",
+            )
+        )
         trivial = max((r for r in mine if r["kind"] == "trivial"), key=lambda r: r["return"])
         blind = by["F-MACEM beta=0"]
         notes.append(
@@ -190,7 +222,10 @@ def _notes(
                     f"change CI [{lo:+.3f}, {hi:+.3f}]",
                 )
             )
-        cem = sorted((r for r in mine if r["system"].startswith("F-MACEM")), key=lambda r: r["system"])
+        cem = sorted(
+            (r for r in mine if r["system"].startswith("F-MACEM") and r["system"] != METHOD),
+            key=lambda r: r["system"],
+        )
         lo_b, hi_b = cem[0], cem[-1]
         notes.append(
             verdict(
@@ -236,12 +271,15 @@ def plot(report: BenchReport, directory: Path) -> dict[str, str]:
     envs = list(dict.fromkeys(r["env"] for r in report.rows))
     files = {}
     fig, axes = plt.subplots(1, len(envs), figsize=(5 * len(envs), 4.2), squeeze=False)
-    markers = {"trivial": "x", "scripted": "s", "learned": "^", "method": "o"}
+    markers = {"trivial": "x", "constant": "D", "scripted": "s", "learned": "^", "method": "o"}
     for ax, env_name in zip(axes[0], envs):
         mine = [r for r in report.rows if r["env"] == env_name]
         for r in mine:
             ax.scatter(r["gap_value"], r["return"], marker=markers[r["kind"]], label=r["system"])
-        cem = sorted((r for r in mine if r["system"].startswith("F-MACEM")), key=lambda r: r["system"])
+        cem = sorted(
+            (r for r in mine if r["system"].startswith("F-MACEM") and r["system"] != METHOD),
+            key=lambda r: r["system"],
+        )
         ax.plot([r["gap_value"] for r in cem], [r["return"] for r in cem], "k-", lw=0.8)
         ax.set(title=env_name, xlabel=f"episode {mine[0]['gap']}", ylabel="mean per-step team return")
         ax.legend(fontsize=6)

@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 
 from benchmarks.harness import Timer, mean_se, pinned_threads
+from benchmarks.mafe._constant import ConstantTable, best_constant
 from hf_ext.mafe import education_mafe_v0, healthcare_mafe_v0, loan_mafe_v0
 from hf_ext.mafe.core import REGULATOR
-from hf_ext.mafe.fmacem import FMACEM
+from hf_ext.mafe.fmacem import FMACEM, constant_params
 from hf_ext.mafe.policies import (
     ApproveAll,
     ApproveNone,
@@ -65,6 +66,9 @@ BUDGETS: dict[bool, dict[str, Any]] = {
         "iterations": 30,
         "episodes": 4,
         "betas": (0.0, 1.0, 5.0),
+        "constant_screen": 256,
+        "constant_sweeps": 3,
+        "constant_episodes": 8,
         "speed_steps": 10_000,
         "vector_steps": 200,
     },
@@ -75,6 +79,9 @@ BUDGETS: dict[bool, dict[str, Any]] = {
         "iterations": 20,
         "episodes": 2,
         "betas": (0.0, 5.0),
+        "constant_screen": 64,
+        "constant_sweeps": 2,
+        "constant_episodes": 4,
         "speed_steps": 1_000,
         "vector_steps": 20,
     },
@@ -134,10 +141,49 @@ def scripted_arms(domain: Domain, seed: int) -> list[tuple[str, str, str | None,
     return arms
 
 
+def search_constant(domain: Domain, cfg: dict[str, Any], seed: int) -> tuple[dict[str, Any], float]:
+    """The best constant joint action on the benchmark setting (training seeds disjoint from F-MACEM's and
+    the evaluation's); returns it and the search's wall time."""
+    env = make_env(domain, domain.primary)
+    seeds = [seed * 10**6 + 900_000 + i for i in range(cfg["constant_episodes"])]
+    with Timer() as t:
+        actions, _, _ = best_constant(
+            env,
+            seeds,
+            domain.gap,
+            HEADLINE_BETA,
+            screen=cfg["constant_screen"],
+            sweeps=cfg["constant_sweeps"],
+            rng=np.random.default_rng(seed),
+        )
+    return actions, t.seconds
+
+
+def constant_policies(actions: dict[str, Any], copies: int) -> dict[str, Policy]:
+    """The constant joint action as batched policies for a ``copies``-copy vector env."""
+    table = ConstantTable({a: np.repeat(np.asarray(v)[None], copies, 0) for a, v in actions.items()})
+    return dict.fromkeys(actions, table)
+
+
+def warm_start(domain: Domain, actions: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Linear F-MACEM parameters that play the constant joint action ``actions`` (its search's start)."""
+    env = make_env(domain, domain.primary)
+    return {
+        a: constant_params(env.action_space(a), env.observation_space(a).shape[0], v)
+        for a, v in actions.items()
+    }
+
+
 def train(
-    domain: Domain, cfg: dict[str, Any], beta: float, objective: str, seed: int
+    domain: Domain,
+    cfg: dict[str, Any],
+    beta: float,
+    objective: str,
+    seed: int,
+    init_params: dict[str, np.ndarray] | None = None,
 ) -> tuple[FMACEM, float]:
-    """F-MACEM (or its per-agent variant) on the benchmark setting; returns the trainer and its wall time."""
+    """F-MACEM (or its per-agent variant) on the benchmark setting, optionally warm-started at
+    ``init_params``; returns the trainer and its wall time."""
     with Timer() as t:
         cem = FMACEM(
             lambda: make_env(domain, domain.primary),
@@ -148,6 +194,7 @@ def train(
             episodes=cfg["episodes"],
             objective=objective,
             seed=seed,
+            init_params=init_params,
         ).fit()
     return cem, t.seconds
 
@@ -179,7 +226,7 @@ def row(env_name: str, system: str, kind: str, res: dict[str, Any], gap: str, **
         "env": env_name,
         "system": system,
         "kind": kind,
-        "is_baseline": kind in ("trivial", "scripted", "learned"),
+        "is_baseline": kind in ("trivial", "constant", "scripted", "learned"),
         "fair_return": fair,
         "fair_return_se": fair_se,
         "return": float(res["return"].mean()),

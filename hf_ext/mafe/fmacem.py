@@ -160,6 +160,36 @@ def _unflatten(flat: np.ndarray, d: int, a: int, kind: str) -> list[np.ndarray]:
     return out
 
 
+def constant_params(
+    space: spaces.Space, obs_dim: int, action: Any, *, kind: str = "linear", margin: float = 1.0
+) -> np.ndarray:
+    """Flat :class:`ParamPolicy` parameters that play ``action`` whatever the observation: zero weights and
+    an output bias of ``margin`` on the action's logit (on each group's logit for ``MultiDiscrete``).
+
+    A starting point for :class:`FMACEM` (``init_params``): the search then explores observation-dependent
+    deviations from a good fixed action.
+
+    Examples:
+        >>> from gymnasium import spaces
+        >>> p = constant_params(spaces.Discrete(3), 4, 2)
+        >>> ParamPolicy({"a": p}, {"a": 4}, {"a": spaces.Discrete(3)})(np.ones(4), "a")
+        2
+    """
+    n = _n_logits(space)
+    check_choice("kind", kind, ("linear", "mlp"))
+    offsets = (
+        np.cumsum([0, *space.nvec[:-1]]) if isinstance(space, spaces.MultiDiscrete) else np.zeros(1, int)
+    )
+    if not space.contains(np.asarray(action, dtype=np.int64) if np.ndim(action) else action):
+        raise ValueError(f"`action` {action!r} is not in the action space {space}.")
+    bias = np.zeros(n)
+    bias[offsets + np.atleast_1d(np.asarray(action, dtype=np.int64))] = margin
+    shapes = _shapes(obs_dim, n, kind)
+    flat = np.zeros(sum(r * c for r, c in shapes))
+    flat[-n:] = bias  # the last row of the last layer is its bias
+    return flat
+
+
 class FMACEM:
     """F-MACEM trainer for a MAFE-style ParallelEnv (cooperative by default).
 
@@ -188,6 +218,8 @@ class FMACEM:
         agents: Agents whose parameters are learned (default: all; at least one); the others play ``others``.
         others: Scripted policies for the agents not learned (called with batches of observations).
         seed: Seed of the search distribution and of the episode seeds.
+        init_params: agent -> flat starting mean ``mu_n`` of the search (default zeros), e.g.
+            :func:`constant_params` to start from a fixed action (a warm start; hf-ext extension).
 
     Attributes:
         best_params_: agent -> final search mean ``mu_n`` (flat vector), the CEM solution.
@@ -227,6 +259,7 @@ class FMACEM:
         agents: Sequence[str] | None = None,
         others: Mapping[str, Policy] | None = None,
         seed: int = 0,
+        init_params: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         self.policy_kind = check_choice("policy", policy, ("linear", "mlp"))
         self.penalty_reduce = check_choice("penalty_reduce", penalty_reduce, ("episode", "mean", "final"))
@@ -274,6 +307,21 @@ class FMACEM:
         bounds = np.cumsum([0, *sizes])
         self._blocks = [slice(int(bounds[i]), int(bounds[i + 1])) for i in range(len(self.agents))]
         self._dim = int(bounds[-1])
+        self._init_mean = None
+        if init_params is not None:
+            unknown = sorted(set(init_params) - set(self.agents))
+            if unknown:
+                raise ValueError(f"`init_params` has agents {unknown} that are not learned {self.agents}.")
+            self._init_mean = np.zeros(self._dim)
+            for a, sl in zip(self.agents, self._blocks):
+                if a in init_params:
+                    vec = np.asarray(init_params[a], dtype=np.float64)
+                    if vec.shape != (sl.stop - sl.start,):
+                        raise ValueError(
+                            f"`init_params[{a!r}]` must have shape ({sl.stop - sl.start},) for the "
+                            f"{policy!r} policy, got {vec.shape}."
+                        )
+                    self._init_mean[sl] = vec
         self._vec: MAFEVectorEnv | None = None
 
     def _split(self, flat: np.ndarray) -> dict[str, np.ndarray]:
@@ -352,6 +400,7 @@ class FMACEM:
             extra_noise=self.extra_noise,
             iterations=self.iterations,
             rng=rng,
+            init_mean=self._init_mean,
             blocks=self._blocks if self.objective == "per_agent" else None,
         )
         self.best_params_ = self._split(mean)
