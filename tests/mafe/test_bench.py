@@ -28,6 +28,10 @@ def test_quick_runs_reports_and_plots(quick_report, tmp_path):
     systems = {r["system"] for r in report.rows}
     assert {"approve-all", "approve-none", "random", "greedy, no intervention"} <= systems
     assert {"F-MACEM beta=0", "F-MACEM beta=5", "independent CEM beta=5"} <= systems
+    assert {"best constant", "F-MACEM beta=5, warm start"} <= systems
+    warm = next(r for r in report.rows if r["system"] == "F-MACEM beta=5, warm start")
+    assert report.headline.method == warm["fair_return"]
+    assert any("best constant policy beyond the seed spread" in n for n in report.notes)
     assert report.headline.figure == "fair_return" and report.headline.higher_is_better
     assert any("agent-steps/s" in n for n in report.notes)
     assert any("trivial baseline" in n for n in report.notes)

@@ -12,7 +12,7 @@ from hf_ext.testing import requires
 pytestmark = requires("pettingzoo")
 
 from hf_ext.mafe import loan_mafe_v0  # noqa: E402
-from hf_ext.mafe.fmacem import FMACEM, cem_optimize  # noqa: E402
+from hf_ext.mafe.fmacem import FMACEM, ParamPolicy, cem_optimize, constant_params  # noqa: E402
 from hf_ext.mafe.policies import FixedIntervention, run_episode  # noqa: E402
 
 
@@ -105,3 +105,36 @@ def test_cem_optimize_bad_inputs():
         cem_optimize(lambda c, i: c.sum(1), 2, population=1, rng=rng)
     with pytest.raises(ValueError, match="`elite_frac`"):
         cem_optimize(lambda c, i: c.sum(1), 2, elite_frac=0, rng=rng)
+
+
+@pytest.mark.parametrize("kind", ["linear", "mlp"])
+def test_constant_params_play_the_action_for_any_observation(kind):
+    from gymnasium import spaces
+
+    rng = np.random.default_rng(0)
+    obs = rng.random((5, 19))
+    for space, action in ((spaces.Discrete(5), 3), (spaces.MultiDiscrete([8, 8]), np.array([6, 1]))):
+        p = constant_params(space, 19, action, kind=kind)
+        out = ParamPolicy({"a": p}, {"a": 19}, {"a": space}, kind)(obs, "a")
+        assert np.array_equal(out, np.broadcast_to(action, out.shape))
+    with pytest.raises(ValueError, match="not in the action space"):
+        constant_params(spaces.Discrete(5), 19, 5)
+
+
+def test_warm_start_is_the_search_start_and_bad_init_params():
+    env = loan_mafe_v0.parallel_env(max_cycles=5, group_thresholds=True)
+    init = {
+        a: constant_params(env.action_space(a), env.observation_space(a).shape[0], act)
+        for a, act in (("bank_0", np.array([3, 2])), ("bank_1", np.array([4, 1])), ("regulator_0", 2))
+    }
+    fn = lambda: loan_mafe_v0.parallel_env(max_cycles=5, group_thresholds=True)  # noqa: E731
+    cem = FMACEM(fn, population=4, iterations=1, episodes=1, init_params=init, init_std=1e-9, extra_noise=0.0)
+    cem.fit()
+    for a in init:
+        np.testing.assert_allclose(cem.best_params_[a], init[a], atol=1e-6)
+    obs, _ = cem.env.reset(seed=0)
+    assert cem.policy("regulator_0")(obs["regulator_0"], "regulator_0") == 2
+    with pytest.raises(ValueError, match="init_params"):
+        FMACEM(fn, init_params={"bank_9": init["bank_0"]})
+    with pytest.raises(ValueError, match=r"init_params\['bank_0'\]"):
+        FMACEM(fn, init_params={"bank_0": init["bank_0"][:-1]})
