@@ -35,6 +35,7 @@ METHOD = MethodInfo(
         "count-based prediction error eta = |R minus R_hat| + |R_hat minus R| (multisets)",
         "the up-front / lazy reduction and its residual hand-off to the online algorithm",
         "the lazy Steiner rule (predicted-tree path to the current tree)",
+        "the lazy facility-location rule (a predicted site no nearer than an open facility is not bought)",
         "Robustify: follow-the-cheaper with hysteresis (switch above ratio x the other + B_0), "
         "the B_0 rules, catch-up on switch, and its bound",
         "the cap x_S <= 1 in the online set-cover update",

@@ -48,6 +48,8 @@ METHOD = MethodInfo(
         "zero-size phases eliminate on the data already seen",
         "NaN policies zero / drop_query",
         "synchronized uniform and Sequential Halving baselines",
+        "SySRsSearchCV's fit budget: SR's survivor curve over equal-cost phases on growing row subsets "
+        "(each row keeps its fold), finalists compared on all rows",
     ),
     note="Only the abstract is public; no figure of the paper is reproduced or quoted.",
 )
