@@ -143,7 +143,7 @@ def _self_draft(
     from hf_ext.vegas.config import VegasConfig
     from hf_ext.vegas.generate import vegas_generate
 
-    vc = VegasConfig(num_draft_tokens=gamma, selector=selector)
+    vc = VegasConfig(num_draft_tokens=gamma, selector=selector, fallback=False)
     return _decode(lm, prompt, cache, new, custom_generate=vegas_generate, vegas_config=vc)
 
 
@@ -428,7 +428,7 @@ def _calibrate(lm: Any, base: Any, rows: int, context: int, chunk: int, reps: in
     )
     assert logits is not None
     lse = lse[:, :, [0, chunk - 1]].contiguous()
-    vc = VegasConfig()
+    vc = VegasConfig(fallback=False)
     valid = [n - chunk + 1] * rows
     ks = [budget(n, v, vc.sparse_ratio, vc.min_tokens, n + chunk) for v in valid]
     for _ in range(reps):
@@ -671,7 +671,7 @@ def h200_projection(
     from hf_ext.vegas.config import VegasConfig
     from hf_ext.vegas.core import budget
 
-    cfg = VegasConfig()
+    cfg = VegasConfig(fallback=False)
     kv = entry_bytes(config, BF16) * config.num_hidden_layers
     w = BF16 * params
 

@@ -88,6 +88,9 @@ class VegasState:
         self.dense_layers = frozenset(sorted(global_layers)[: config.quest_dense_layers])
         self.cache = cache
         self.last: list[int] | None = None  # per row, the chunk index of the last real verify row
+        # per row, the real prompt length of a ragged (left-padded) batch during its prefill, whose rows are
+        # packed to the left of the chunk: row b scores with its query L_b - 1 and selects from [0, L_b)
+        self.prompt_lengths: list[int] | None = None
         self.retired: list[bool] = []  # per row, set by the loop: finished, so its cache is no longer read
         self.valid_len: list[int] = []
         self.budget: list[int] = []
@@ -130,8 +133,10 @@ class VegasState:
         rows = None
         if self._selector(layer_idx) == "vegas":
             q, batch = query.shape[2], query.shape[0]
-            last = None if prefill else self._last(q, batch)
-            rows = score_row_index(q, last, batch).to(query.device)
+            if prefill and self.prompt_lengths is not None:
+                rows = torch.tensor([[n - 1] for n in self.prompt_lengths], device=query.device)
+            else:
+                rows = score_row_index(q, None if prefill else self._last(q, batch), batch).to(query.device)
         lengths = torch.tensor(n_keys, device=key.device)
         out, lse, logits = chunk_attention(
             query, key, value, lengths, scale=scale, score_rows=rows, backend=self.config.backend
@@ -161,6 +166,10 @@ class VegasState:
         """
         cfg = self.config
         q, dev = query.shape[2], key.device
+        if prefill and self.prompt_lengths is not None:  # score with each row's last real prompt query
+            at = torch.tensor(self.prompt_lengths, device=dev) - 1
+            query = query.gather(2, at[:, None, None, None].expand(-1, query.shape[1], 1, query.shape[3]))
+            n_keys = list(self.prompt_lengths)
         valid = list(n_keys) if prefill else [n - q + 1 for n in n_keys]
         last = None if prefill else self._last(q, len(n_keys))
         seen = valid if last is None else [v + t for v, t in zip(valid, last)]

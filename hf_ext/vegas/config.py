@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hf_ext._registry import paper
-from hf_ext._validation import check_choice, check_float, check_int
+from hf_ext._validation import check_bool, check_choice, check_float, check_int, check_probability
 from hf_ext.kernels._dispatch import BACKENDS
 
 SELECTORS = ("vegas", "streamingllm", "quest", "full")
@@ -35,6 +35,16 @@ class VegasConfig:
         quest_dense_layers (`int`, *optional*, defaults to 0): Quest only: the first global layers drafted
             densely (the Quest paper uses 2; 0 keeps budgets equal).
         backend (`str`, *optional*, defaults to ``"auto"``): Kernel backend for ``hf_ext.kernels``.
+        fallback (`bool`, *optional*, defaults to `True`): Decode plainly (the host's own loop) when the byte
+            model of :func:`~hf_ext.vegas.core.predicted_speedup` predicts Vegas below plain decoding for the
+            call's model, prompt length, batch and budget; ``VegasStats.decision`` then reads ``"plain"``.
+            ``False`` always drafts.
+        fallback_acceptance (`float`, *optional*, defaults to 0.8): Draft acceptance in ``[0, 1]`` the
+            prediction assumes (Vegas accepted about 0.8 on Gemma-3-270M's copy prompt).
+        lookup_ngram (`int`, *optional*, defaults to 0): The combined draft: with ``n >= 1``, a row whose last
+            ``n`` (or fewer, down to 1) tokens occurred earlier in its prompt or output drafts the tokens that
+            followed there (prompt lookup, no draft forward); other rows draft with Vegas's sparse attention.
+            The verify is unchanged, so the output stays lossless. 0 drafts with Vegas only.
         cache (`str`, *optional*, defaults to ``"in_place"``): ``"in_place"`` decodes on an
             :class:`~hf_ext.vegas.cache.InPlaceCache` (preallocated, rollback by moving lengths,
             batch > 1 with per-row lengths); ``"dynamic"`` keeps ``generate``'s ``DynamicCache`` and rolls
@@ -59,6 +69,13 @@ class VegasConfig:
     )
     backend: str = field(default="auto", metadata={"help": "Kernel backend: 'auto', 'torch' or 'triton'."})
     cache: str = field(default="in_place", metadata={"help": "'in_place' (preallocated) or 'dynamic'."})
+    lookup_ngram: int = field(
+        default=0, metadata={"help": "Combined draft: n-gram size of prompt lookup (0 = Vegas drafts only)."}
+    )
+    fallback: bool = field(default=True, metadata={"help": "Decode plainly where Vegas is predicted slower."})
+    fallback_acceptance: float = field(
+        default=0.8, metadata={"help": "Acceptance the fallback's prediction assumes, in [0, 1]."}
+    )
 
     def __post_init__(self) -> None:
         self.num_draft_tokens = check_int("num_draft_tokens", self.num_draft_tokens, low=1)
@@ -73,3 +90,6 @@ class VegasConfig:
         self.quest_dense_layers = check_int("quest_dense_layers", self.quest_dense_layers, low=0)
         self.backend = check_choice("backend", self.backend, BACKENDS)
         self.cache = check_choice("cache", self.cache, CACHES)
+        self.lookup_ngram = check_int("lookup_ngram", self.lookup_ngram, low=0)
+        self.fallback = check_bool("fallback", self.fallback)
+        self.fallback_acceptance = check_probability("fallback_acceptance", self.fallback_acceptance)

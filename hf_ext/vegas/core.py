@@ -30,6 +30,66 @@ def budget(seqlen_k: int, valid_len: int, ratio: float, min_tokens: int, max_len
     return min(max(min(math.ceil(seqlen_k * ratio), cap), min_tokens), valid_len)
 
 
+def expected_accepted_length(acceptance: float, gamma: int) -> float:
+    """Tokens per iteration (bonus included) when each of ``gamma`` draft tokens is accepted independently
+    with probability ``acceptance``: ``(1 - a^(gamma+1)) / (1 - a)`` (arXiv 2211.17192, eq. 1).
+
+    Example:
+        >>> round(expected_accepted_length(0.8, 6), 3)
+        3.951
+    """
+    if acceptance >= 1.0:
+        return float(gamma + 1)
+    return (1.0 - acceptance ** (gamma + 1)) / (1.0 - acceptance)
+
+
+def predicted_speedup(
+    *,
+    weight_bytes: float,
+    entry_bytes: float,
+    windows: Sequence[int | None],
+    context: int,
+    batch: int,
+    gamma: int,
+    budget_k: int,
+    acceptance: float,
+) -> float:
+    """Decode tokens/s of Vegas over plain decoding, predicted by a byte model [reconstructed].
+
+    A decode forward is taken to cost the bytes it moves (memory-bound decoding): the weights once, plus per
+    row the cache positions each layer attends. Plain decoding: one forward per token, every global layer
+    reading ``context`` positions, a sliding layer ``min(context, window)``. Vegas per iteration: ``gamma``
+    drafts whose global layers read ``budget_k`` selected positions plus the recent tail (``(gamma + 1) / 2``
+    on average), then one verify of ``gamma + 1`` tokens over the full cache, emitting
+    :func:`expected_accepted_length` tokens. Returns ``plain seconds per token / Vegas seconds per token``.
+
+    Args:
+        weight_bytes: Bytes of the weights a forward reads.
+        entry_bytes: Bytes of one cached position of one layer (K and V of every KV head).
+        windows: Per layer, its sliding window, or ``None`` for a global (full-attention) layer.
+        context: Cache positions per row.
+        batch: Rows decoded together.
+        gamma: Draft tokens per iteration.
+        budget_k: Selected positions per global layer (:func:`budget`).
+        acceptance: Assumed probability that a draft token is accepted.
+
+    Example (Gemma-3-270M in fp32 at batch 1 and a 4096-token context: weights dominate, a loss):
+        >>> windows = ([512] * 5 + [None]) * 3
+        >>> round(predicted_speedup(weight_bytes=4 * 268e6, entry_bytes=2048, windows=windows, context=4096,
+        ...                         batch=1, gamma=6, budget_k=287, acceptance=0.8), 2)
+        0.57
+    """
+
+    def forward(global_reads: float, extra: int) -> float:
+        kv = sum(global_reads if w is None else min(context, w) + extra for w in windows)
+        return weight_bytes + batch * entry_bytes * kv
+
+    plain = forward(context, 0)
+    draft = forward(min(budget_k, context) + (gamma + 1) / 2, 0)
+    verify = forward(context + gamma + 1, gamma)
+    return plain * expected_accepted_length(acceptance, gamma) / (gamma * draft + verify)
+
+
 def score_row_index(rows: int, last: Sequence[int] | None, batch: int) -> torch.Tensor:
     """``[B, S]`` chunk rows whose scores pick the next selection [paper].
 
@@ -163,6 +223,24 @@ class QuestPages:
         pages = top.masked_fill(~kept, self.n_pages).sort(dim=-1).values  # kept pages first, ascending
         offs = torch.arange(self.page, device=top.device)
         return (pages[..., None] * self.page + offs).flatten(-2), counts * self.page
+
+
+def lookup_draft(tokens: Sequence[int], max_ngram: int, count: int) -> list[int]:
+    """Prompt-lookup candidates [reconstructed: prompt lookup decoding]: for ``n = max_ngram .. 1``, find the
+    latest earlier occurrence of the row's last ``n`` tokens and return up to ``count`` tokens that followed
+    it; ``[]`` when no n-gram recurs.
+
+    Example:
+        >>> lookup_draft([5, 6, 7, 8, 9, 5, 6], max_ngram=2, count=3)
+        [7, 8, 9]
+    """
+    size = len(tokens)
+    for n in range(min(max_ngram, size - 1), 0, -1):
+        tail = list(tokens[size - n :])
+        for start in range(size - n - 1, -1, -1):
+            if list(tokens[start : start + n]) == tail:
+                return list(tokens[start + n : start + n + count])
+    return []
 
 
 def greedy_accept(draft: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -17,12 +17,14 @@ batch).
 
 from __future__ import annotations
 
+import inspect
 import logging
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
+from transformers.generation.stopping_criteria import MaxLengthCriteria
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from hf_ext._registry import paper
@@ -30,7 +32,7 @@ from hf_ext._timing import Timer
 from hf_ext.vegas.attention import VegasState, attention_implementation, register_vegas_attention
 from hf_ext.vegas.cache import InPlaceCache
 from hf_ext.vegas.config import VegasConfig
-from hf_ext.vegas.core import greedy_accept, speculative_accept
+from hf_ext.vegas.core import budget, greedy_accept, lookup_draft, predicted_speedup, speculative_accept
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +65,13 @@ class VegasStats:
         verify_seconds: Wall-clock seconds spent in verify forwards and acceptance.
         trace: Per iteration and row ``(n, valid_len, budget, gamma_t, n_acc)``: cache length at the draft's
             start, selectable length and budget of the selection the draft used, draft length, accepted count.
+        lookup_drafts: Row-iterations drafted by prompt lookup (``VegasConfig(lookup_ngram=n)``), not by the
+            model; their tokens count in ``drafted`` and ``accepted`` too.
+        decision: ``"vegas"`` (drafted and verified), or ``"plain"`` when ``VegasConfig(fallback=True)`` and
+            the byte model predicted a loss: the call then ran the host's plain decoding loop and every
+            counter above is 0.
+        predicted_speedup: The byte model's predicted tokens/s ratio of Vegas over plain decoding for this
+            call (:func:`~hf_ext.vegas.core.predicted_speedup`); ``None`` with ``fallback=False``.
     """
 
     _paper = paper("vegas")
@@ -82,6 +91,9 @@ class VegasStats:
     draft_seconds: float = 0.0
     verify_seconds: float = 0.0
     trace: list[tuple[int, int, int, int, int]] = field(default_factory=list)
+    lookup_drafts: int = 0
+    decision: str = "vegas"
+    predicted_speedup: float | None = None
 
     @property
     def acceptance_rate(self) -> float:
@@ -141,12 +153,6 @@ def _check_inputs(model: Any, input_ids: Any, generation_config: Any, model_kwar
         raise NotImplementedError(
             "Vegas does not return attentions or hidden states; unset those output flags."
         )
-    mask = model_kwargs.get("attention_mask")
-    if mask is not None and not bool((mask == 1).all()):
-        raise NotImplementedError(
-            "Vegas does not support padded inputs; pass an all-ones `attention_mask` or none (batch rows of "
-            "equal prompt length)."
-        )
     cache = model_kwargs.get("cache")
     if isinstance(cache, InPlaceCache):
         return
@@ -158,6 +164,95 @@ def _check_inputs(model: Any, input_ids: Any, generation_config: Any, model_kwar
             f"Vegas needs an InPlaceCache or a croppable DynamicCache of full/sliding attention layers, got "
             f"{type(cache).__name__} (layers: {kinds}). Leave `cache_implementation` unset."
         )
+
+
+def left_padding(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> list[int]:
+    """Per row, the count of left-padding positions that ``attention_mask`` ``[B, N]`` marks (zeros, then
+    ones, as ``generate`` expects a decoder-only batch); all zeros without a mask.
+
+    Raises:
+        ValueError: the mask's shape is not ``input_ids``'s, or a row is not left-padded (a zero after a one,
+            or no one at all).
+    """
+    if attention_mask is None:
+        return [0] * input_ids.shape[0]
+    if tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise ValueError(
+            f"`attention_mask` must have the shape of `input_ids` {tuple(input_ids.shape)}, got "
+            f"{tuple(attention_mask.shape)}."
+        )
+    mask = attention_mask.to(torch.long)
+    pads = (mask == 0).sum(-1)
+    left = torch.arange(mask.shape[1], device=mask.device)[None] >= pads[:, None]
+    bad = (mask != left.long()).any(-1) | (pads == mask.shape[1])
+    if bool(bad.any()):
+        row = int(bad.nonzero()[0, 0])
+        raise ValueError(
+            f"`attention_mask` must pad on the left (zeros, then at least one one, per row), as decoder-only "
+            f"batches are padded for generate; row {row} is {mask[row].tolist()}. Set the tokenizer's "
+            "`padding_side='left'`."
+        )
+    return [int(p) for p in pads]
+
+
+def predict(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    max_length: int,
+    config: VegasConfig,
+) -> float:
+    """:func:`~hf_ext.vegas.core.predicted_speedup` for one call: the model's weight and cache bytes, the
+    longest prompt as the context, the batch, gamma and the budget at that context."""
+    text = model.config.get_text_config(decoder=True)
+    params = {id(p): p for p in model.parameters()}
+    weight = sum(p.numel() * p.element_size() for p in params.values())
+    inputs, outputs = model.get_input_embeddings(), model.get_output_embeddings()
+    if inputs is not None and (outputs is None or outputs.weight is not inputs.weight):
+        weight -= inputs.weight.numel() * inputs.weight.element_size()  # a lookup reads B rows, not the table
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    element = next(iter(params.values())).element_size()
+    types = getattr(text, "layer_types", None) or ["full_attention"] * text.num_hidden_layers
+    windows = [text.sliding_window if t == "sliding_attention" else None for t in types]
+    context = input_ids.shape[1] - min(left_padding(input_ids, attention_mask))
+    k = budget(context, context, config.sparse_ratio, config.min_tokens, max_length)
+    return predicted_speedup(
+        weight_bytes=weight,
+        entry_bytes=2 * text.num_key_value_heads * head_dim * element,
+        windows=windows,
+        context=context,
+        batch=input_ids.shape[0],
+        gamma=config.num_draft_tokens,
+        budget_k=context if config.selector == "full" else k,
+        acceptance=config.fallback_acceptance,
+    )
+
+
+def _generate_streamer(frame: Any) -> Any:
+    """The ``streamer`` given to the ``generate`` call whose frame is ``frame``, else ``None``.
+
+    transformers 5.25 hands a callable ``custom_generate`` only the extra arguments of its own signature and
+    drops ``streamer``, although ``generate`` has already streamed the prompt to it; without this its
+    consumer would wait for an ``end()`` that never comes.
+    """
+    if frame is None or frame.f_code.co_name != "generate":
+        return None
+    return frame.f_locals.get("streamer")
+
+
+class _EndOnce:
+    """A streamer's proxy that passes ``put`` on and ``end`` once (the host's loop ends it too)."""
+
+    def __init__(self, streamer: Any) -> None:
+        self.streamer, self.ended = streamer, False
+
+    def put(self, value: torch.Tensor) -> None:
+        self.streamer.put(value)
+
+    def end(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self.streamer.end()
 
 
 class _Loop:
@@ -193,12 +288,26 @@ class _Loop:
             )
         if batch > 1 and streamer is not None:
             raise NotImplementedError("Streaming supports batch size 1 only, as in transformers.")
+        self.pads = left_padding(input_ids, model_kwargs.get("attention_mask"))
+        if max(self.pads) and self.cache.get_seq_length() > 0:
+            raise NotImplementedError(
+                f"Vegas reuses a prefilled cache for unpadded prompts only; got left padding {self.pads} in "
+                "`attention_mask`. Pass the prompts without a prefilled cache."
+            )
         self.extra = {k: v for k, v in model_kwargs.items() if k not in _OWN_KWARGS}
         self.global_layers = [i for i, layer in enumerate(self.cache.layers) if not layer.is_sliding]
         self.state = VegasState(config, generation_config.max_length, self.global_layers, self.cache)
         self.stats = VegasStats()
         eos = generation_config._eos_token_tensor
         self.eos = set() if eos is None else {int(t) for t in eos.flatten()}
+        # transformers pads the rows that finished when an EOS criterion is there; without one they go on
+        # decoding until every row has stopped
+        self.pad_finished = any(hasattr(c, "eos_token_id") for c in stopping_criteria)
+        # the verify already cuts at EOS and max_length; any other criterion (stop strings, a user's) may fire
+        # inside an accepted chunk, so each of its prefixes is checked, as one-token decoding would
+        self.check_prefixes = any(
+            not (isinstance(c, MaxLengthCriteria) or hasattr(c, "eos_token_id")) for c in stopping_criteria
+        )
         pad = generation_config._pad_token_tensor
         self.pad = int(pad) if pad is not None else (min(self.eos) if self.eos else 0)
         ret = generation_config.return_dict_in_generate
@@ -268,6 +377,35 @@ class _Loop:
     def stopped(self, ids: torch.Tensor) -> bool:
         return bool(self.stopping(ids[None], None).all()) or (bool(self.eos) and int(ids[-1]) in self.eos)
 
+    def stop_at(self, ids: torch.Tensor, emitted: list[int]) -> int | None:
+        """How many of ``emitted`` (appended to the row ``ids``) are kept up to the first token at which the
+        stopping criteria fire, or ``None`` when they do not."""
+        for i in range(1, len(emitted) + 1) if self.check_prefixes else [len(emitted)] if emitted else []:
+            if self.stopped(torch.cat([ids, ids.new_tensor(emitted[:i])])):
+                return i
+        return None
+
+    def lookup(self, rows: list[torch.Tensor], gammas: list[int]) -> list[list[int]]:
+        """Per row, up to ``gammas[b]`` prompt-lookup candidates from its own tokens (padding excluded), or
+        ``[]`` (no recurring n-gram, or the combined draft is off)."""
+        n = self.config.lookup_ngram
+        if not n:
+            return [[] for _ in rows]
+        return [
+            lookup_draft(ids[p:].tolist(), n, g) if g else [] for ids, p, g in zip(rows, self.pads, gammas)
+        ]
+
+    def certain(self, token: int) -> torch.Tensor:
+        """Draft scores ``[V]`` of a copied token: the draft drew it with probability 1 (for the sampling
+        rule: accepted with the target's probability of it, else resampled from the target without it)."""
+        scores = torch.full((self.vocab,), float("-inf"), device=self.device)
+        scores[token] = 0.0
+        return scores
+
+    def positions(self, rows: list[torch.Tensor]) -> list[int]:
+        """Per row, the position (and cache slot) of its last token: left padding is not cached."""
+        return [len(ids) - 1 - p for ids, p in zip(rows, self.pads)]
+
     def set_lengths(self, lengths: list[int], layers: list[int] | None = None, drop: int = 0) -> None:
         """Roll the cache back: move the lengths (in place) or crop ``drop`` entries (dynamic, batch 1)."""
         if self.in_place:
@@ -289,18 +427,35 @@ class _Loop:
         past = self.cache.get_seq_length()
         if self.in_place and len(set(self.cache.lengths)) > 1:
             raise ValueError(f"The InPlaceCache passed to generate holds ragged rows {self.cache.lengths}.")
-        logits = self.forward(input_ids[:, past:], [past] * input_ids.shape[0], self.cache, "prefill", 1)
+        batch, lengths = input_ids.shape[0], [input_ids.shape[1] - p for p in self.pads]
+        if len(set(lengths)) == 1:  # equal rows: their common left padding is not cached
+            tail = input_ids[:, self.pads[0] + past :]
+            logits = self.forward(tail, [past] * batch, self.cache, "prefill", 1)[:, 0]
+        else:
+            # a ragged batch is packed to the left (row b's tokens at slots [0, L_b), then filler that no
+            # prompt token attends to under causal attention) and prefilled in one forward; each row keeps L_b
+            width, keep = max(lengths), max(lengths) - min(lengths) + 1
+            filler = [ids[-1:].expand(width - n) for ids, n in zip(input_ids, lengths)]
+            packed = torch.stack([torch.cat([ids[p:], f]) for ids, p, f in zip(input_ids, self.pads, filler)])
+            self.state.prompt_lengths = lengths
+            try:
+                out = self.forward(packed, [0] * batch, self.cache, "prefill", keep)
+            finally:
+                self.state.prompt_lengths = None
+            logits = out[torch.arange(batch), torch.tensor(lengths) - min(lengths)]
+            self.set_lengths(lengths)
         if not self.cache.is_croppable:
             raise ValueError(
                 f"Vegas needs a croppable cache to roll back drafts, got {type(self.cache).__name__}."
             )
         if not self.in_place:
             self.cache.activate_past_recording()
+        self.vocab, self.device = logits.shape[-1], logits.device
         rows = []
         for b, ids in enumerate(input_ids):
-            scores = self.process(ids, [], logits[b, 0])
+            scores = self.process(ids, [], logits[b])
             tok = self.pick(scores)
-            self.record(b, [tok], [scores], [logits[b, 0]])
+            self.record(b, [tok], [scores], [logits[b]])
             rows.append(torch.cat([ids, ids.new_tensor([tok])]))
         return rows
 
@@ -308,7 +463,7 @@ class _Loop:
         self, rows: list[torch.Tensor], gammas: list[int]
     ) -> tuple[list[list[int]], list[list[torch.Tensor]]]:
         """Draft up to ``gammas[b]`` tokens per row; returns the tokens and their processed scores."""
-        n = [len(ids) - 1 for ids in rows]
+        n = self.positions(rows)
         tokens: list[list[int]] = [[] for _ in rows]
         scores: list[list[torch.Tensor]] = [[] for _ in rows]
         live = [g > 0 for g in gammas]
@@ -343,7 +498,7 @@ class _Loop:
         Returns per row the emitted tokens (after EOS/length truncation), how many of them are accepted draft
         tokens, and their processed and raw scores; nothing for a retired (finished) row.
         """
-        n = [len(ids) - 1 for ids in rows]
+        n = self.positions(rows)
         width = 1 + max(len(t) for t in tokens)
         chunk = [[int(ids[-1]), *t, *[int(ids[-1])] * (width - 1 - len(t))] for ids, t in zip(rows, tokens)]
         self.state.last = [len(t) for t in tokens]
@@ -379,19 +534,37 @@ class _Loop:
             )
         return out
 
+    def finished(self, rows: list[torch.Tensor], stops: list[int | None]) -> list[bool]:
+        """Per row, whether it stops decoding. ``stops[b]``: the row's length when the criteria fired. Without
+        an EOS criterion a stopped row goes on decoding, as in transformers, until every row has stopped; the
+        output is then cut at the longest stop."""
+        if self.pad_finished:
+            return [t is not None for t in stops]
+        limit = self.gen.max_length if None in stops else max(cast(list[int], stops))
+        return [len(r) >= limit for r in rows]
+
     def run(self, input_ids: torch.Tensor) -> torch.Tensor:
         rows = self.prefill(input_ids)
-        done = [self.stopped(ids) for ids in rows]
+        stops: list[int | None] = [len(ids) if self.stopped(ids) else None for ids in rows]
+        done = self.finished(rows, stops)
         gamma, s = self.config.num_draft_tokens, self.stats
         while not all(done):
-            n = [len(ids) - 1 for ids in rows]
+            n = self.positions(rows)
             gammas = [
                 0 if d else max(0, min(gamma, self.gen.max_length - len(r) - 1)) for d, r in zip(done, rows)
             ]
             used = list(zip(self.state.valid_len or n, self.state.budget or n))
             self.state.retired = list(done)
             with Timer(input_ids.device) as t_draft:
-                tokens, draft_scores = self.draft(rows, gammas) if max(gammas) else ([[] for _ in rows], [])
+                copied = self.lookup(rows, gammas)
+                gammas = [0 if c else g for c, g in zip(copied, gammas)]
+                tokens, draft_scores = (
+                    self.draft(rows, gammas) if max(gammas) else ([[] for _ in rows], [[] for _ in rows])
+                )
+                for b, c in enumerate(copied):
+                    if c:
+                        tokens[b], draft_scores[b] = c, [self.certain(t) for t in c]
+                        s.lookup_drafts += 1
             with Timer(input_ids.device) as t_verify:
                 results = self.verify(rows, tokens, draft_scores)
                 kept = [0 if d else len(r[0]) for d, r in zip(done, results)]
@@ -403,6 +576,12 @@ class _Loop:
             for b, (emitted, accepted, scores, raw) in enumerate(results):
                 if done[b]:
                     continue
+                cut = self.stop_at(rows[b], emitted) if stops[b] is None else None
+                if cut is not None:
+                    stops[b] = len(rows[b]) + cut
+                    if self.pad_finished or len(rows) == 1:  # the row's output ends at the stop
+                        emitted, scores, raw = emitted[:cut], scores[:cut], raw[:cut]
+                        accepted = min(accepted, cut)
                 self.record(b, emitted, scores, raw)
                 rows[b] = torch.cat([rows[b], rows[b].new_tensor(emitted)])
                 s.row_iterations += 1
@@ -410,15 +589,18 @@ class _Loop:
                 s.accepted += accepted
                 s.emitted += len(emitted)
                 s.trace.append((n[b], *used[b], len(tokens[b]), accepted))
-                done[b] = self.stopped(rows[b])
+            done = self.finished(rows, stops)
+        if not self.pad_finished:  # rows that went on decoding past their stop end with the longest one
+            end = max(cast(list[int], stops))
+            rows = [r[:end] for r in rows]
+            self.scores = [r[: end - input_ids.shape[1]] for r in self.scores]
+            self.raw = [r[: end - input_ids.shape[1]] for r in self.raw]
         s.kv_entries_draft = self.state.entries["draft"]
         s.kv_entries_verify = self.state.entries["verify"]
         s.selection_entries = self.state.selection_entries
         s.query_key_pairs = self.state.pairs
         s.score_key_reads = self.state.score_reads
         s.selection_runs = self.state.selection_runs
-        if self.streamer is not None:
-            self.streamer.end()
         width = max(len(r) for r in rows)
         return torch.stack([torch.cat([r, r.new_full((width - len(r),), self.pad)]) for r in rows])
 
@@ -458,9 +640,13 @@ def vegas_generate(
     (vLLM reads through its page table); the StreamingLLM window is token-aligned; the
     Quest selector is a project baseline. Rows of a batch accept independently (per-row lengths, masked).
 
+    With ``VegasConfig(fallback=True)`` (the default) the call first predicts Vegas's speed over plain
+    decoding (:func:`~hf_ext.vegas.core.predicted_speedup`) and, below 1.0, runs the host's own decoding loop
+    instead (``vegas_stats.decision == "plain"``).
+
     Args:
         model: A decoder-only transformers causal LM whose attention modules carry ``layer_idx``.
-        input_ids: ``[B, N]`` prompts of equal length (no padding).
+        input_ids: ``[B, N]`` prompts, left-padded where ``attention_mask`` marks padding.
         logits_processor: Prepared by ``generate``; applied to draft and verify logits alike.
         stopping_criteria: Prepared by ``generate``.
         generation_config: Prepared by ``generate`` (``max_length``, ``do_sample``, ``eos_token_id``, ...).
@@ -468,7 +654,7 @@ def vegas_generate(
         streamer: Optional streamer; receives the emitted tokens.
         vegas_config (`VegasConfig`, *optional*): Defaults to ``VegasConfig()``.
         **model_kwargs: ``cache`` (``generate``'s ``DynamicCache``, possibly prefilled, or an
-            ``InPlaceCache``), ``attention_mask`` (all ones or ``None``), ...
+            ``InPlaceCache``), ``attention_mask`` (left padding, or ``None``), ...
 
     Returns:
         :class:`VegasGenerateOutput` (with ``vegas_stats``) when ``return_dict_in_generate=True``, else the
@@ -478,36 +664,66 @@ def vegas_generate(
         TypeError: ``vegas_config`` is not a ``VegasConfig``; ``input_ids`` is not a LongTensor; an attention
             module lacks ``layer_idx``.
         ValueError: ``num_beams > 1``; a cache other than ``DynamicCache``/``InPlaceCache`` (static,
-            quantized, linear attention); an ``InPlaceCache`` without room for ``max_length + gamma + 1``.
-        NotImplementedError: batch > 1 on the ``DynamicCache`` path or with a streamer, padded inputs,
-            encoder-decoder models, attention/hidden-state outputs.
+            quantized, linear attention); an ``InPlaceCache`` without room for ``max_length + gamma + 1``; an
+            ``attention_mask`` that is not left padding.
+        NotImplementedError: batch > 1 on the ``DynamicCache`` path or with a streamer, padding with a
+            prefilled cache, encoder-decoder models, attention/hidden-state outputs.
 
     Example:
         >>> from hf_ext.testing import tiny_llama
         >>> lm = tiny_llama(max_position_embeddings=256)
         >>> ids = torch.randint(3, 64, (1, 40))
-        >>> cfg = VegasConfig(num_draft_tokens=4, min_tokens=8, sparse_ratio=0.1)
+        >>> cfg = VegasConfig(num_draft_tokens=4, min_tokens=8, sparse_ratio=0.1, fallback=False)
         >>> out = lm.generate(ids, custom_generate=vegas_generate, vegas_config=cfg, max_new_tokens=12,
         ...                   do_sample=False, return_dict_in_generate=True)
         >>> torch.equal(out.sequences, lm.generate(ids, max_new_tokens=12, do_sample=False))
         True
     """
-    config = VegasConfig() if vegas_config is None else vegas_config
-    if not isinstance(config, VegasConfig):
-        raise TypeError(f"`vegas_config` must be a VegasConfig, got {type(vegas_config).__name__}.")
-    _check_inputs(model, input_ids, generation_config, model_kwargs)
-    loop = _Loop(
-        model,
-        input_ids,
-        logits_processor,
-        stopping_criteria,
-        generation_config,
-        streamer,
-        config,
-        model_kwargs,
-    )
-    with attention_implementation(model, register_vegas_attention(in_place=loop.in_place)):
-        sequences = loop.run(input_ids)
+    if streamer is None:
+        frame = inspect.currentframe()
+        streamer = _generate_streamer(frame.f_back if frame is not None else None)
+    stream = None if streamer is None else _EndOnce(streamer)
+    try:  # generate has streamed the prompt: the streamer gets its end, also on an error
+        config = VegasConfig() if vegas_config is None else vegas_config
+        if not isinstance(config, VegasConfig):
+            raise TypeError(f"`vegas_config` must be a VegasConfig, got {type(vegas_config).__name__}.")
+        _check_inputs(model, input_ids, generation_config, model_kwargs)
+        ratio = None
+        if config.fallback:
+            mask = model_kwargs.get("attention_mask")
+            ratio = predict(model, input_ids, mask, generation_config.max_length, config)
+        if ratio is not None and ratio < 1.0:
+            logger.info("Vegas predicted at %.2fx plain decoding here: decoding plainly.", ratio)
+            plain = model._sample(
+                input_ids,
+                logits_processor=logits_processor,
+                stopping_criteria=stopping_criteria,
+                generation_config=generation_config,
+                synced_gpus=synced_gpus,
+                streamer=stream,
+                **model_kwargs,
+            )
+            if not generation_config.return_dict_in_generate:
+                return cast(torch.LongTensor, plain)
+            return VegasGenerateOutput(
+                **dict(plain), vegas_stats=VegasStats(decision="plain", predicted_speedup=ratio)
+            )
+        loop = _Loop(
+            model,
+            input_ids,
+            logits_processor,
+            stopping_criteria,
+            generation_config,
+            stream,
+            config,
+            model_kwargs,
+        )
+        with attention_implementation(model, register_vegas_attention(in_place=loop.in_place)):
+            sequences = loop.run(input_ids)
+        loop.stats.predicted_speedup = ratio
+    finally:
+        if stream is not None:
+            stream.end()
     if not generation_config.return_dict_in_generate:
         return cast(torch.LongTensor, sequences)
     return VegasGenerateOutput(

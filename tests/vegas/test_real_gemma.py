@@ -21,7 +21,7 @@ def test_gemma3_270m_vegas_equals_greedy():
     out = lm.generate(
         ids,
         custom_generate=vegas_generate,
-        vegas_config=VegasConfig(),
+        vegas_config=VegasConfig(fallback=False),
         max_new_tokens=16,
         do_sample=False,
         return_dict_in_generate=True,
