@@ -177,7 +177,7 @@ def test_text_iterator_streamer_ends_and_streams_the_output():
 
     tok, lm = word_tokenizer(WORDS), _model("llama")
     ids, _ = _padded([60], seed=4)
-    streamer = TextIteratorStreamer(tok, skip_prompt=True, timeout=60)
+    streamer = TextIteratorStreamer(tok, skip_prompt=True, timeout=60, skip_special_tokens=True)
     result = {}
     worker = threading.Thread(target=lambda: result.update(out=_vegas(lm, ids, streamer=streamer)))
     worker.start()
@@ -297,7 +297,7 @@ def test_fallback_ends_the_streamer_once():
 
     tok, lm = word_tokenizer(WORDS), _model("llama")
     ids, _ = _padded([40], seed=8)
-    streamer = TextIteratorStreamer(tok, skip_prompt=True, timeout=60)
+    streamer = TextIteratorStreamer(tok, skip_prompt=True, timeout=60, skip_special_tokens=True)
     result = {}
     cfg = VegasConfig(num_draft_tokens=4, min_tokens=16, sparse_ratio=0.1)
     worker = threading.Thread(
