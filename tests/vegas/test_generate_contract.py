@@ -121,22 +121,19 @@ def _criterion(token: int):
     return StopAfterToken()
 
 
-# the tiny Gemma-3 cycles through a few tokens, so its first new token comes early (the first iteration)
-@pytest.mark.parametrize("arch, first", [("llama", 8), pytest.param("gemma3", 1, marks=pytest.mark.slow)])
-def test_a_user_stopping_criterion_fires_inside_an_accepted_chunk(arch, first):
+def test_a_user_stopping_criterion_fires_inside_an_accepted_chunk():
     from transformers import StoppingCriteriaList
 
-    lm, (ids, mask) = _model(arch), _padded([90, 70], seed=2)
+    lm, (ids, mask) = _model("llama"), _padded([90, 70], seed=2)
     tail = lm.generate(ids, attention_mask=mask, max_new_tokens=24, do_sample=False)[0, 90:].tolist()
-    at = next(i for i in range(first, 24) if tail[i] not in tail[:i])  # row 0 first emits this token at `at`
+    at = next(i for i in range(8, 24) if tail[i] not in tail[:i])  # row 0 first emits this token at `at`
     stop = StoppingCriteriaList([_criterion(tail[at])])
     ref = lm.generate(ids, attention_mask=mask, max_new_tokens=24, do_sample=False, stopping_criteria=stop)
     out = _vegas(lm, ids, attention_mask=mask, stopping_criteria=stop)
     assert torch.equal(out.sequences, ref)
     one = _vegas(lm, ids[:1], stopping_criteria=stop)
     assert torch.equal(one.sequences, ref[:1, : 90 + at + 1])
-    if at >= 8:  # several iterations ran: chunks of several tokens were accepted before the stop
-        assert max(t[4] for t in one.vegas_stats.trace) > 1
+    assert max(t[4] for t in one.vegas_stats.trace) > 1  # chunks of several tokens were accepted
 
 
 def test_rows_that_stop_without_an_eos_criterion_go_on_decoding_as_in_transformers():
