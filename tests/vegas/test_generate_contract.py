@@ -136,6 +136,27 @@ def test_a_user_stopping_criterion_fires_inside_an_accepted_chunk():
     assert max(t[4] for t in one.vegas_stats.trace) > 1  # chunks of several tokens were accepted
 
 
+@pytest.mark.slow
+def test_a_user_length_criterion_on_gemma3_stops_every_row_mid_chunk():
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class StopAtLength(StoppingCriteria):
+        """Stops every row once the (padded) sequence holds ``n`` tokens."""
+
+        def __init__(self, n):
+            self.n = n
+
+        def __call__(self, input_ids, scores, **kwargs):
+            return torch.full((input_ids.shape[0],), input_ids.shape[-1] >= self.n, dtype=torch.bool)
+
+    lm, (ids, mask) = _model("gemma3"), _padded([90, 70], seed=2)
+    stop = StoppingCriteriaList([StopAtLength(90 + 11)])
+    ref = lm.generate(ids, attention_mask=mask, max_new_tokens=24, do_sample=False, stopping_criteria=stop)
+    out = _vegas(lm, ids, attention_mask=mask, stopping_criteria=stop)
+    assert ref.shape[1] == 101
+    assert torch.equal(out.sequences, ref)
+
+
 def test_rows_that_stop_without_an_eos_criterion_go_on_decoding_as_in_transformers():
     from transformers import StoppingCriteriaList
 
