@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 import warnings
 from collections.abc import Callable
 from numbers import Integral, Real
@@ -29,6 +28,7 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _check_method_params, _num_samples, check_is_fitted, indexable
 
 from hf_ext._registry import paper
+from hf_ext._timing import Timer
 from hf_ext._validation import check_int
 
 logger = logging.getLogger(__name__)
@@ -343,11 +343,11 @@ class SySRsSearchCV(MetaEstimatorMixin, BaseEstimator):
             self.budget_used_,
         )
         if self.refit:
-            start = time.perf_counter()
-            self.best_estimator_ = (
-                clone(self.estimator).set_params(**self.best_params_).fit(X, y, **fit_params)
-            )
-            self.refit_time_ = time.perf_counter() - start
+            with Timer() as refit:
+                self.best_estimator_ = (
+                    clone(self.estimator).set_params(**self.best_params_).fit(X, y, **fit_params)
+                )
+            self.refit_time_ = refit.seconds
         return self
 
     def __sklearn_tags__(self) -> Any:
@@ -466,12 +466,12 @@ def _fit_and_score(
     """``(test score, fit seconds, score seconds)`` of ``model`` fitted on rows ``train``."""
     kwargs = _check_method_params(X, params=fit_params, indices=train)
     y_train = None if y is None else _safe_indexing(y, train)
-    start = time.perf_counter()
-    model.fit(_safe_indexing(X, train), y_train, **kwargs)
-    fitted = time.perf_counter()
+    with Timer() as fit:
+        model.fit(_safe_indexing(X, train), y_train, **kwargs)
     y_test = None if y is None else _safe_indexing(y, test)
-    score = float(scorer(model, _safe_indexing(X, test), y_test))
-    return score, fitted - start, time.perf_counter() - fitted
+    with Timer() as scoring:
+        score = float(scorer(model, _safe_indexing(X, test), y_test))
+    return score, fit.seconds, scoring.seconds
 
 
 def _cv_results(
