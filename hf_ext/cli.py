@@ -128,24 +128,26 @@ def benchmarks_folder() -> Path:
     )
 
 
-def bench_module(info: MethodInfo) -> Any:
-    """``benchmarks/<id>/bench.py`` of the checkout (``run`` and ``grid``)."""
+def bench_module(bench_id: str) -> Any:
+    """``benchmarks/<bench_id>/bench.py`` of the checkout (``run`` and ``grid``): a method id or one of
+    :data:`SHARED_BENCHES`."""
     benchmarks_folder()
-    return importlib.import_module(f"benchmarks.{info.id}.bench")
+    return importlib.import_module(f"benchmarks.{bench_id}.bench")
 
 
-def run_bench(info: MethodInfo, *, quick: bool, seed: int) -> Any:
-    """Run a method's benchmark and return its ``BenchReport``; a quick run is checked to be a slice of the
-    full run's grid."""
+def run_bench(bench_id: str, *, quick: bool, seed: int) -> Any:
+    """Run a benchmark (a method id, whose extras must be installed, or one of :data:`SHARED_BENCHES`) and
+    return its ``BenchReport``; a quick run is checked to be a slice of the full run's grid."""
     from hf_ext._availability import require_all
 
-    require_all(info.extras, f"`hf-ext bench {info.id}`")
-    module = bench_module(info)
+    if bench_id not in SHARED_BENCHES:
+        require_all(methods()[bench_id].extras, f"`hf-ext bench {bench_id}`")
+    module = bench_module(bench_id)
     from benchmarks.harness import check_slice
 
     report = module.run(quick=quick, seed=seed)
     if quick:
-        check_slice(report.settings, module.grid(), method=info.id)
+        check_slice(report.settings, module.grid(), method=bench_id)
     return report
 
 
@@ -251,7 +253,7 @@ def _tour_entry(info: MethodInfo, args: argparse.Namespace) -> tuple[dict[str, A
             )
         else:
             try:
-                report = run_bench(info, quick=True, seed=args.seed)
+                report = run_bench(info.id, quick=True, seed=args.seed)
                 ran, headline, verdict = report.what, report.headline.text(), report.headline.verdict
                 doc.update(report.to_json(method=info.id, quick=True, seed=args.seed))
             except Exception as err:  # a failing method is reported and the tour goes on
@@ -279,25 +281,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     harness = _harness(args)
     if harness is None:
         return 2
-    if args.name in SHARED_BENCHES:
-        bench_id, module = args.name, importlib.import_module(f"benchmarks.{args.name}.bench")
-        with Timer() as timer:
-            report = module.run(quick=args.quick, seed=args.seed)
-        if args.quick:
-            harness.check_slice(report.settings, module.grid(), method=bench_id)
-    else:
-        info = methods()[args.name]
-        unmet = _unmet_extras(info)
-        if unmet:
-            print(
-                f"hf-ext bench: `{info.id}` needs the {','.join(unmet)} extra: {install_hint(unmet)}",
-                file=sys.stderr,
-            )
-            return 2
-        bench_id = info.id
-        with Timer() as timer:
-            report = run_bench(info, quick=args.quick, seed=args.seed)
-        module = bench_module(info)
+    bench_id = args.name
+    unmet = [] if bench_id in SHARED_BENCHES else _unmet_extras(methods()[bench_id])
+    if unmet:
+        print(
+            f"hf-ext bench: `{bench_id}` needs the {','.join(unmet)} extra: {install_hint(unmet)}",
+            file=sys.stderr,
+        )
+        return 2
+    with Timer() as timer:
+        report = run_bench(bench_id, quick=args.quick, seed=args.seed)
+    module = bench_module(bench_id)
     mode = "quick" if args.quick else "full"
     print(f"hf-ext bench {bench_id} ({mode}, seed {args.seed}): {report.what}")
     print(harness.format_table(report.rows))

@@ -23,14 +23,13 @@ def quick_report():
     """``quick_report(method_id, seed=0)``: the method's quick benchmark report (``hf-ext bench <id>
     --quick``, checked to be a slice of its full grid), run once per session and shared by the tour test and
     the method's own benchmark tests."""
-    from hf_ext._registry import methods
     from hf_ext.cli import run_bench
 
     reports: dict[tuple[str, int], object] = {}
 
     def get(method_id: str, seed: int = 0):
         if (method_id, seed) not in reports:
-            reports[method_id, seed] = run_bench(methods()[method_id], quick=True, seed=seed)
+            reports[method_id, seed] = run_bench(method_id, quick=True, seed=seed)
         return reports[method_id, seed]
 
     return get

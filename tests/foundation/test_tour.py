@@ -25,7 +25,7 @@ def test_tour_entry_runs_green_on_a_slice_of_the_full_grid(method_id, seed, quic
     report = quick_report(
         method_id, seed
     )  # run_bench: the tour's own call, shared with tests/<id>/test_bench.py
-    check_slice(report.settings, bench_module(info).grid(), method=method_id)
+    check_slice(report.settings, bench_module(method_id).grid(), method=method_id)
     assert report.what and report.rows
     head = report.headline
     assert head.verdict in {"ahead", "behind", "level", "no comparison"}
