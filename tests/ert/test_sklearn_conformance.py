@@ -1,9 +1,9 @@
 """scikit-learn contract for every ERT estimator: ``check_estimator`` with no expected failure.
 
-The registry's estimators at their defaults are checked by ``tests/foundation/test_estimator_checks.py``;
-this file checks the coverage auditor with a random forest (its NaN support comes from the forest's tags)
-and with a logistic regression (no NaN support). Non-0/1 string labels are accepted with a warning; the larger
-class ``classes_[1]`` means covered.
+The registry's estimators are checked by ``tests/foundation/test_estimator_checks.py`` (this auditor there
+with a 10-round HGB); this file checks the coverage auditor with a random forest (its NaN support comes from
+the forest's tags) and with a logistic regression (no NaN support). Non-0/1 string labels are accepted with a
+warning; the larger class ``classes_[1]`` means covered.
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ from hf_ext._registry import methods  # noqa: E402
 from hf_ext.estimators.conditional_coverage import CovGapAuditor, WorstSlabAuditor  # noqa: E402
 from hf_ext.estimators.ert import CoverageAuditor  # noqa: E402
 
-# Every registered estimator at its defaults is checked by tests/foundation/test_estimator_checks.py;
-# these are the coverage auditor's other classifiers (NaN support from the forest's tags, none for the
-# logistic regression).
+# Every registered estimator is checked by tests/foundation/test_estimator_checks.py; these are the
+# coverage auditor's other classifiers (NaN support from the forest's tags, none for the logistic regression).
 ESTIMATORS = [
     CoverageAuditor(classifier=RandomForestClassifier(n_estimators=10)),
     CoverageAuditor(classifier=LogisticRegression()),
