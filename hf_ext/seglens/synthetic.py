@@ -3,8 +3,9 @@ blob inside an edema ring), and an acquisition shift between cohorts. Masks are 
 
 Labels: 0 background (brain included), 1 edema, 2 core. Cohorts: ``adult`` (large lesions), ``pediatric``
 (smaller, more posterior lesions), ``ssa`` (adult-like anatomy under a shifted acquisition: gamma
-intensity curve, lower SNR, blur, down/up-sampling; its strength scales with ``shift``), ``healthy`` (no
-lesion). These phantoms only exercise the mechanics; they carry no clinical meaning.
+intensity curve, lower SNR, blur, down/up-sampling, its strength scaled by ``shift``; and optionally a
+grating artefact over the brain, ``artefact``), ``healthy`` (no lesion). With ``texture`` every lesion also
+carries a fine grating. These phantoms only exercise the mechanics; they carry no clinical meaning.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from hf_ext._registry import paper
 from hf_ext._validation import check_float, check_int, check_sequence
 
 COHORTS = ("adult", "pediatric", "ssa", "healthy")
+GRATING_CELLS = 10  # periods of the lesion texture and the ssa artefact across the image
 
 
 @dataclass
@@ -50,6 +52,9 @@ def make_cohorts(
     *,
     cohorts: tuple[str, ...] = COHORTS,
     shift: float = 1.0,
+    texture: float = 0.0,
+    artefact: float = 0.0,
+    contrast: float = 1.0,
     random_state: int = 0,
 ) -> dict[str, Cohort]:
     """Build the synthetic cohorts.
@@ -60,6 +65,12 @@ def make_cohorts(
         cohorts: which of ``adult``, ``pediatric``, ``ssa``, ``healthy`` to build.
         shift: strength of the ``ssa`` acquisition shift (0 = none, 1 = gamma about 0.6, noise
             x2, blur sigma 1, 2x down/up-sampling).
+        texture: amplitude of a fine grating (period ``size / 10`` pixels) on every lesion, a second lesion
+            cue beside brightness (0 = none).
+        artefact: amplitude of a scanner artefact on ``ssa`` only: the same kind of grating over the whole
+            brain, its amplitude drawn per image in ``[0.5, 1.5] * artefact`` (0 = none). A model that
+            learned the lesion texture takes the textured brain for lesion.
+        contrast: factor on the lesion brightness (edema +0.25, core +0.45 at 1).
         random_state: seed; each cohort draws from its own stream.
 
     Example:
@@ -73,9 +84,21 @@ def make_cohorts(
         raise ValueError(f"`size` must be a multiple of 16, got {size}")
     names = check_sequence("cohorts", cohorts, lambda nm, v: _cohort_name(nm, v), min_length=1)
     shift = check_float("shift", shift, low=0, high=2)
+    texture = check_float("texture", texture, low=0, high=1)
+    artefact = check_float("artefact", artefact, low=0, high=1)
+    contrast = check_float("contrast", contrast, low=0, high=2)
     seed = check_int("random_state", random_state, low=0)
     return {
-        name: _cohort(name, n, size, shift, torch.Generator().manual_seed(seed * 7919 + COHORTS.index(name)))
+        name: _cohort(
+            name,
+            n,
+            size,
+            shift,
+            texture,
+            artefact,
+            contrast,
+            torch.Generator().manual_seed(seed * 7919 + COHORTS.index(name)),
+        )
         for name in names
     }
 
@@ -90,7 +113,16 @@ def _uniform(gen: torch.Generator, n: int, low: float, high: float) -> torch.Ten
     return low + (high - low) * torch.rand(n, generator=gen)
 
 
-def _cohort(name: str, n: int, size: int, shift: float, gen: torch.Generator) -> Cohort:
+def _cohort(
+    name: str,
+    n: int,
+    size: int,
+    shift: float,
+    texture: float,
+    artefact: float,
+    contrast: float,
+    gen: torch.Generator,
+) -> Cohort:
     s = size
     yy, xx = torch.meshgrid(torch.arange(s) + 0.5, torch.arange(s) + 0.5, indexing="ij")
     yy, xx = yy[None] / s, xx[None] / s  # (1, H, W) in [0, 1]
@@ -109,9 +141,9 @@ def _cohort(name: str, n: int, size: int, shift: float, gen: torch.Generator) ->
     if name == "healthy":
         core, edema = torch.zeros_like(core), torch.zeros_like(edema)
     masks = edema.long() + 2 * core.long()
-    texture = _smooth_noise(gen, n, s, cells=8) * 0.08 + _smooth_noise(gen, n, s, cells=s // 4) * 0.04
+    background = _smooth_noise(gen, n, s, cells=8) * 0.08 + _smooth_noise(gen, n, s, cells=s // 4) * 0.04
     bright = _uniform(gen, n, -0.04, 0.04)[:, None, None]
-    img = 0.12 + texture + brain * (0.33 + bright) + edema * 0.25 + core * 0.45
+    img = 0.12 + background + brain * (0.33 + bright) + contrast * (edema * 0.25 + core * 0.45)
     img = _blur(img[:, None], 0.6)
     noise = 0.03
     if name == "ssa" and shift > 0:
@@ -121,7 +153,20 @@ def _cohort(name: str, n: int, size: int, shift: float, gen: torch.Generator) ->
         img = img.clamp(1e-4, 1) ** gamma
         noise *= 1 + shift
     img = img + noise * torch.randn(img.shape, generator=gen)
+    if texture > 0 or (name == "ssa" and artefact > 0):
+        amp = texture * (edema | core).float()
+        if name == "ssa" and artefact > 0:
+            amp = amp + artefact * _uniform(gen, n, 0.5, 1.5)[:, None, None] * brain.float()
+        img = img + _blur((amp * _grating(gen, n, s))[:, None], 0.6)
     return Cohort(name, img.clamp(0, 1), masks)
+
+
+def _grating(gen: torch.Generator, n: int, size: int) -> torch.Tensor:
+    """Vertical sinusoidal gratings ``(n, size, size)`` of period ``size / GRATING_CELLS`` pixels, random
+    phase (an artefact along one image axis, as from a fixed phase-encoding direction)."""
+    phase = _uniform(gen, n, 0, 2 * math.pi)[:, None, None]
+    xx = torch.arange(size, dtype=torch.float32)[None, None, :]
+    return torch.sin(2 * math.pi * xx * GRATING_CELLS / size + phase).expand(n, size, size)
 
 
 def _smooth_noise(gen: torch.Generator, n: int, size: int, cells: int) -> torch.Tensor:

@@ -29,6 +29,18 @@ def test_shift_controls_only_the_acquisition():
     assert shifted.images.mean() > no_shift.images.mean() + 0.05  # gamma < 1 brightens
 
 
+def test_artefact_is_a_grating_on_ssa_only_and_texture_marks_the_lesions():
+    plain = make_cohorts(8, 32, cohorts=("adult", "ssa"), shift=0.0)
+    art = make_cohorts(8, 32, cohorts=("adult", "ssa"), shift=0.0, artefact=0.2)
+    assert torch.equal(plain["adult"].images, art["adult"].images)
+    assert torch.equal(plain["ssa"].masks, art["ssa"].masks)
+    assert (art["ssa"].images - plain["ssa"].images).abs().mean() > 0.02
+    textured = make_cohorts(8, 32, cohorts=("adult",), texture=0.2)["adult"]
+    change = (textured.images - plain["adult"].images)[:, 0].abs()
+    lesion = plain["adult"].masks > 0
+    assert change[lesion].mean() > 5 * change[~lesion].mean()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "name"),
     [
@@ -37,6 +49,9 @@ def test_shift_controls_only_the_acquisition():
         ({"cohorts": ("adult", "teen")}, r"cohorts\[1\]"),
         ({"shift": -1.0}, "shift"),
         ({"random_state": -1}, "random_state"),
+        ({"texture": -0.1}, "texture"),
+        ({"artefact": 1.5}, "artefact"),
+        ({"contrast": 3.0}, "contrast"),
     ],
 )
 def test_bad_inputs_name_the_argument(kwargs, name):
