@@ -11,6 +11,7 @@ from torch import nn
 
 from hf_ext.seglens.activations import _forward
 from hf_ext.seglens.models import TinyUNet
+from hf_ext.seglens.synthetic import _blur
 
 
 def segformer(seed: int) -> nn.Module:
@@ -73,3 +74,20 @@ def adabn(model: nn.Module, images: torch.Tensor) -> nn.Module:
 def finetune(model: nn.Module, images: torch.Tensor, masks: torch.Tensor, *, steps: int, seed: int) -> Any:
     """A copy fine-tuned on labelled ``images`` (the upper reference: it costs labels and retraining)."""
     return train(copy.deepcopy(model), images, masks, steps=steps, lr=1e-3, seed=seed)
+
+
+def match_histogram(images: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """Intensity normalisation: each image ``(1, H, W)`` of ``images`` gets the pooled intensity distribution
+    of ``reference`` (quantile mapping; ranks kept)."""
+    quantiles = torch.sort(reference.flatten()).values
+    out = torch.empty_like(images)
+    for i, image in enumerate(images):
+        flat = image.flatten()
+        rank = torch.argsort(torch.argsort(flat)).float() / max(1, flat.numel() - 1)
+        out[i] = quantiles[(rank * (quantiles.numel() - 1)).round().long()].view_as(image)
+    return out
+
+
+def low_pass(images: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Gaussian blur of ``images`` ``(B, 1, H, W)`` with standard deviation ``sigma`` pixels."""
+    return _blur(images, sigma)
