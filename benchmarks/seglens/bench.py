@@ -96,10 +96,10 @@ ALIGNMENT = {
 
 def _plan(*, quick: bool, seed: int) -> Plan:
     """Full: 480 images per cohort, 200 U-Net and 500 SegFormer steps, 1000 SAE steps, 2 seeds, 5 + 2 random
-    draws, 2 threads. Quick: the U-Net setting alone, 160 images, 100 U-Net steps, 300 SAE steps, one seed,
-    one random draw of the same ``m`` and strength (no tuned search), 10 fine-tuning steps, 1 thread."""
+    draws, 2 threads. Quick: the U-Net setting alone, 128 images, 60 U-Net steps, 150 SAE steps, one seed,
+    one random draw of the same ``m`` and strength (no tuned search), 5 fine-tuning steps, 2 threads."""
     if quick:
-        return Plan(160, 24, 32, 100, 0, 300, 1, 0, 10, (seed,))
+        return Plan(128, 24, 32, 60, 0, 150, 1, 0, 5, (seed,), threads=2)
     return Plan(480, 64, 96, 200, 500, 1000, 5, 2, 60, (seed, seed + 1), threads=2)
 
 
@@ -426,16 +426,13 @@ def plot(report: BenchReport, directory: Path) -> dict[str, str]:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     rows = [r for r in report.rows if "recovered" in r]
-    names = [
-        f"{r['model'].split(' ')[0]}: {r['system']}".replace(" (", "\n(").replace(", ", ",\n", 1)
-        for r in rows
-    ]
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(14, 8))
+    names = [f"{r['model'].split(' ')[0]}: {r['system']}" for r in rows]
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(12, 9))
     xs = range(len(rows))
     ax1.bar([x - 0.2 for x in xs], [r["fail Dice before"] for r in rows], 0.4, label="before", color="0.7")
     ax1.bar([x + 0.2 for x in xs], [r["fail Dice after"] for r in rows], 0.4, label="after")
     ax1.axhline(FAIL, color="k", lw=0.6, ls="--")
-    ax1.set_xticks(list(xs), names, fontsize=6)
+    ax1.set_xticks(list(xs), names, fontsize=6, rotation=25, ha="right")
     ax1.set(ylabel="lesion Dice on ssa failures", title="Dice of the failure cases")
     ax1.legend(fontsize=7)
     ax2.bar(
@@ -444,7 +441,7 @@ def plot(report: BenchReport, directory: Path) -> dict[str, str]:
         color=["C3" if r["system"] == METHOD else "C0" for r in rows],
     )
     ax2.axhline(0.5, color="k", lw=0.6, ls="--")
-    ax2.set_xticks(list(xs), names, fontsize=6)
+    ax2.set_xticks(list(xs), names, fontsize=6, rotation=25, ha="right")
     ax2.set(ylabel="share of failures with Dice >= 0.5", title="Failure cases recovered")
     sae = [r for r in report.rows if r.get("setting") == "SAE"]
     text = "; ".join(f"{r['system'].split(' (')[0]}: FVU {r['fvu']:.3f}, L0 {r['l0']:.1f}" for r in sae)

@@ -63,8 +63,8 @@ METHOD = MethodInfo(
         "latents ranked by differential reliance, edit sizes by grid search on a calibration split",
         "the gate: edits act only where one of the latents most specific to the shifted cohort fires",
         "failure = lesion Dice < 0.5, recovered when Dice >= 0.5 after the edit",
-        "benchmark cohorts: synthetic phantoms (ellipse brain, edema ring, core blob) with an "
-        "acquisition shift; no MRI data",
+        "benchmark cohorts: synthetic phantoms (ellipse brain, edema ring, core blob); the benchmark's shift "
+        "is a grating artefact over the brain that mimics the training cohort's lesion texture; no MRI data",
     ),
     note=(
         "No public code of Med-SegLens was found; the SAE, alignment, diffing statistics and edit-selection "

@@ -32,7 +32,7 @@ def test_toy_report_has_every_system_and_a_headline():
     h = report.headline
     assert h.figure == "recovered" and h.higher_is_better
     assert not h.comparable or h.best_baseline_system in {
-        r["system"] for r in report.rows if r["setting"] == "frozen weights, latent edit"
+        r["system"] for r in report.rows if r["setting"] == SETTING
     }
     none = next(r for r in report.rows if r["system"] == "no intervention")
     assert none["adult dDice"] == 0 and (none["recovered"] == 0 or none["failures"] == 0)
