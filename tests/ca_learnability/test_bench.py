@@ -42,6 +42,10 @@ def test_quick_plan_is_a_smaller_slice_with_the_headline_arch() -> None:
     quick, full = _plan(quick=True), _plan(quick=False)
     assert HEADLINE_ARCH in quick.archs and set(quick.archs) < set(full.archs)
     assert quick.n_rules < full.n_rules and len(grid()) == len(full.archs)
+    assert bench._what(quick).endswith(
+        f"(full: 30 rules, mlp_patch, vit_window, mlp_global; {bench.FULL_RUN_CLAIM})"
+    )
+    assert bench._what(full) == "30 Life-like rules x cnn, mlp_patch, vit_window, mlp_global, k=1"
 
 
 def test_constant_errors_give_no_comparison(monkeypatch) -> None:
