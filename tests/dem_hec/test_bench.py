@@ -18,4 +18,6 @@ def test_quick_run_is_the_full_setting_at_a_smaller_budget():
     assert quick["seeds"] < full["seeds"] and quick["epochs"] == full["epochs"]
     assert set(quick["corruptions"]) <= set(full["corruptions"])
     assert set(quick["severities"]) <= set(full["severities"])
-    assert "(full: 1200 train, 15x5 corruptions, 2 seed(s))" in bench._what(quick, quick=True)
+    what = bench._what(quick, quick=True)
+    assert f"(full: 1200 train, 15x5 corruptions, 2 seed(s); {bench.FULL_RUN_CLAIM})" in what
+    assert bench.FULL_RUN_CLAIM.startswith("claim shown at full size only")
