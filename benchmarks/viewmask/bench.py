@@ -66,7 +66,7 @@ QUICK = {
     "n_train": 400,
     "n_eval": 32,
     "tokenizer_steps": 100,
-    "steps": 400,
+    "steps": 300,
     "batch_size": 8,
     "inference_steps": 8,
     "timing_repeats": 1,
@@ -223,6 +223,14 @@ def _notes(
             f"{setting}: joint beats independent on silhouette IoU vs ground truth",
             a["sil_iou"] > b["sil_iou"],
             f"{a['sil_iou']:.3f} vs {b['sil_iou']:.3f}",
+        )
+    )
+    notes.append(
+        verdict(
+            f"{setting}: joint beats copy-input on held-out silhouette IoU and visual-hull IoU",
+            a["sil_iou"] > c["sil_iou"] and a["hull_iou"] > c["hull_iou"],
+            f"silhouette {a['sil_iou']:.3f} vs {c['sil_iou']:.3f}, hull {a['hull_iou']:.3f} vs "
+            f"{c['hull_iou']:.3f}",
         )
     )
     worst = max(abs(a[f"psnr_{az}"] - b[f"psnr_{az}"]) for az in (90, 180, 270))
