@@ -65,25 +65,27 @@ BUDGETS: dict[bool, dict[str, Any]] = {
         "population": 32,
         "iterations": 30,
         "episodes": 4,
-        "betas": (0.0, 1.0, 5.0),
+        "betas": (0.0, 5.0),
+        "validation_episodes": 8,
         "constant_screen": 256,
         "constant_sweeps": 3,
         "constant_episodes": 8,
-        "speed_steps": 10_000,
-        "vector_steps": 200,
+        "speed_steps": 4_000,
+        "vector_steps": 100,
     },
     True: {
         "envs": ("loan",),
         "eval_episodes": {"loan": 32},
-        "population": 24,
-        "iterations": 20,
+        "population": 16,
+        "iterations": 10,
         "episodes": 2,
         "betas": (0.0, 5.0),
-        "constant_screen": 64,
-        "constant_sweeps": 2,
+        "validation_episodes": 4,
+        "constant_screen": 32,
+        "constant_sweeps": 1,
         "constant_episodes": 4,
-        "speed_steps": 1_000,
-        "vector_steps": 20,
+        "speed_steps": 500,
+        "vector_steps": 10,
     },
 }
 
@@ -181,9 +183,11 @@ def train(
     objective: str,
     seed: int,
     init_params: dict[str, np.ndarray] | None = None,
+    validation_episodes: int = 0,
 ) -> tuple[FMACEM, float]:
     """F-MACEM (or its per-agent variant) on the benchmark setting, optionally warm-started at
-    ``init_params``; returns the trainer and its wall time."""
+    ``init_params`` and keeping the best of its start, iteration bests and final mean on
+    ``validation_episodes`` held-out episodes; returns the trainer and its wall time."""
     with Timer() as t:
         cem = FMACEM(
             lambda: make_env(domain, domain.primary),
@@ -195,6 +199,7 @@ def train(
             objective=objective,
             seed=seed,
             init_params=init_params,
+            validation_episodes=validation_episodes,
         ).fit()
     return cem, t.seconds
 

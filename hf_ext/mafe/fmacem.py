@@ -43,6 +43,7 @@ from hf_ext.mafe.vector import MAFEVectorEnv
 logger = logging.getLogger(__name__)
 
 HIDDEN = 16
+VALIDATION_OFFSET = 500_000  # held-out validation seeds start here, past any iteration's training seeds
 
 
 def cem_optimize(
@@ -220,9 +221,18 @@ class FMACEM:
         seed: Seed of the search distribution and of the episode seeds.
         init_params: agent -> flat starting mean ``mu_n`` of the search (default zeros), e.g.
             :func:`constant_params` to start from a fixed action (a warm start; hf-ext extension).
+        validation_episodes: ``0`` (default): the solution is the final search mean. ``V > 0`` (hf-ext
+            extension): the solution is the best of the starting mean, each iteration's best candidate and
+            the final mean, scored on ``V`` held-out episodes (seeds ``seed * 10**6 + 500_000 + v``, which no
+            iteration trains on), so a search that ends worse than where it started or than a candidate it
+            passed keeps the better one. The team objective ranks them (summed over agents under
+            ``"per_agent"``).
 
     Attributes:
-        best_params_: agent -> final search mean ``mu_n`` (flat vector), the CEM solution.
+        best_params_: agent -> the solution (flat vector): the final search mean ``mu_n``, or with
+            ``validation_episodes`` the validated choice.
+        selection_: With ``validation_episodes``, ``(source, validation J)`` of every scored solution
+            (source ``"start"``, ``"iteration <i>"`` or ``"final"``) and the chosen index; else ``None``.
         history_: Per iteration ``mean_J``, ``elite_J`` and the mean per-step reward, rate and penalty terms.
 
     Examples:
@@ -260,6 +270,7 @@ class FMACEM:
         others: Mapping[str, Policy] | None = None,
         seed: int = 0,
         init_params: Mapping[str, np.ndarray] | None = None,
+        validation_episodes: int = 0,
     ) -> None:
         self.policy_kind = check_choice("policy", policy, ("linear", "mlp"))
         self.penalty_reduce = check_choice("penalty_reduce", penalty_reduce, ("episode", "mean", "final"))
@@ -273,6 +284,12 @@ class FMACEM:
         self.extra_noise = check_float("extra_noise", extra_noise, low=0)
         self.alpha, self.beta = check_float("alpha", alpha), check_float("beta", beta, low=0)
         self.seed = check_int("seed", seed, low=0)
+        self.validation_episodes = check_int("validation_episodes", validation_episodes, low=0)
+        if self.validation_episodes and self.iterations * self.episodes > VALIDATION_OFFSET:
+            raise ValueError(
+                f"`iterations` x `episodes` = {self.iterations * self.episodes} training seeds would reach "
+                f"the validation seeds (offset {VALIDATION_OFFSET}); use validation_episodes=0 or fewer."
+            )
         self.env = env_fn()
         raw = getattr(self.env, "unwrapped", self.env)
         if not isinstance(raw, MAFEParallelEnv):
@@ -382,11 +399,13 @@ class FMACEM:
         """Run the CEM search; sets ``best_params_`` and ``history_``; returns ``self``."""
         rng = np.random.default_rng(self.seed)
         terms_log: list[dict[str, float]] = []
+        best_of_iteration: list[np.ndarray] = []
 
         def objective(cands: np.ndarray, it: int) -> np.ndarray:
             seeds = [self.seed * 10**6 + it * self.episodes + e for e in range(self.episodes)]
             j, terms = self.evaluate(cands, seeds)
             terms_log.append({k: float(v.mean()) for k, v in terms.items()})
+            best_of_iteration.append(cands[int(np.argmax(j.sum(1)))].copy())
             logger.debug("F-MACEM iteration %d: mean J %.4f", it, float(j.sum(1).mean()))
             return j
 
@@ -403,6 +422,17 @@ class FMACEM:
             init_mean=self._init_mean,
             blocks=self._blocks if self.objective == "per_agent" else None,
         )
+        self.selection_: tuple[list[tuple[str, float]], int] | None = None
+        if self.validation_episodes:
+            start = np.zeros(self._dim) if self._init_mean is None else self._init_mean
+            sources = ["start", *(f"iteration {i}" for i in range(self.iterations)), "final"]
+            solutions = np.stack([start, *best_of_iteration, mean])
+            offset = self.seed * 10**6 + VALIDATION_OFFSET
+            j, _ = self.evaluate(solutions, [offset + v for v in range(self.validation_episodes)])
+            scores = j.sum(1)
+            chosen = int(np.argmax(scores))
+            self.selection_ = ([(s, float(v)) for s, v in zip(sources, scores)], chosen)
+            mean = solutions[chosen]
         self.best_params_ = self._split(mean)
         self.std_ = self._split(std)
         self.history_ = [{**h, **{f"mean_{k}": v for k, v in t.items()}} for h, t in zip(history, terms_log)]

@@ -92,6 +92,11 @@ def test_mlp_per_agent_and_scripted_others():
         ({"agents": []}, "`agents` must be a list of at least 1 item"),
         ({"agents": ["bank_9"]}, "`agents` \\['bank_9'\\]"),
         ({"agents": ["bank_0"]}, "neither learned"),
+        ({"validation_episodes": -1}, "`validation_episodes` must be an int >= 0, got -1"),
+        (
+            {"validation_episodes": 2, "iterations": 250_001, "episodes": 2},
+            "500002 training seeds would reach the validation seeds",
+        ),
     ],
 )
 def test_bad_inputs(kw, match):
@@ -138,3 +143,24 @@ def test_warm_start_is_the_search_start_and_bad_init_params():
         FMACEM(fn, init_params={"bank_9": init["bank_0"]})
     with pytest.raises(ValueError, match=r"init_params\['bank_0'\]"):
         FMACEM(fn, init_params={"bank_0": init["bank_0"][:-1]})
+
+
+def test_validation_keeps_the_best_of_start_iterations_and_final():
+    fn = lambda: loan_mafe_v0.parallel_env(max_cycles=10, group_thresholds=True)  # noqa: E731
+    env = fn()
+    init = {
+        a: constant_params(env.action_space(a), env.observation_space(a).shape[0], act)
+        for a, act in (("bank_0", np.array([4, 2])), ("bank_1", np.array([5, 2])), ("regulator_0", 1))
+    }
+    cem = FMACEM(
+        fn, beta=5.0, population=4, iterations=3, episodes=1, init_params=init, validation_episodes=3
+    )
+    cem = cem.fit()
+    scored, chosen = cem.selection_
+    assert [s for s, _ in scored] == ["start", "iteration 0", "iteration 1", "iteration 2", "final"]
+    assert scored[chosen][1] == max(v for _, v in scored)
+    # the chosen solution scores its recorded value again on the held-out seeds
+    seeds = [500_000 + v for v in range(3)]
+    flat = np.concatenate([cem.best_params_[a] for a in cem.agents])
+    assert cem.evaluate(flat, seeds)[0][0, 0] == pytest.approx(scored[chosen][1])
+    assert _fit().selection_ is None
