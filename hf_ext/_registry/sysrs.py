@@ -21,6 +21,7 @@ METHOD = MethodInfo(
         "BestArmScheduler": "hf_ext.sysrs.scheduler",
         "Batch": "hf_ext.sysrs.scheduler",
         "sr_schedule": "hf_ext.sysrs.core",
+        "halving_last_phase_schedule": "hf_ext.sysrs.core",
         "SequentialHalving": "hf_ext.sysrs.baselines",
         "UniformAllocation": "hf_ext.sysrs.baselines",
         "sh_schedule": "hf_ext.sysrs.baselines",

@@ -30,6 +30,7 @@ from hf_ext.sysrs.scheduler import NAN_POLICIES, Batch, BestArmScheduler, mean_s
 
 __all__ = [
     "ALGORITHMS",
+    "LAST_PHASES",
     "NAN_POLICIES",
     "Batch",
     "BestArmScheduler",
@@ -38,6 +39,7 @@ __all__ = [
     "SySRs",
     "SynchronizedSuccessiveRejects",
     "UniformAllocation",
+    "halving_last_phase_schedule",
     "identify_best_model",
     "logbar",
     "make_scheduler",
@@ -45,6 +47,8 @@ __all__ = [
     "sh_schedule",
     "sr_schedule",
 ]
+
+LAST_PHASES = ("sr", "halving")
 
 
 def logbar(n_models: int) -> Fraction:
@@ -71,6 +75,29 @@ def sr_schedule(n_models: int, budget: int) -> tuple[int, ...]:
     )
 
 
+@cache
+def halving_last_phase_schedule(n_models: int, budget: int) -> tuple[int, ...]:
+    """:func:`sr_schedule` with the final pair given at least Sequential Halving's last-pair count [hf-ext].
+
+    The last count becomes ``m = max(n_{K-1}, c)``, where ``c`` is the cumulative per-model count of the last
+    round of :func:`~hf_ext.sysrs.baselines.sh_schedule`; the earlier counts are scaled by
+    ``(B - 2 m) / (n_1 + ... + n_{K-2})`` and rounded down, so the cost ``n_1 + ... + n_{K-2} + 2 m`` stays
+    within ``budget``. On shared queries the last elimination, between the two best models, is the closest
+    one; SR gives it ``(B - K) / (2 logbar(K))`` queries, halving about ``B / (2 ceil(log2 K))`` plus its
+    earlier rounds.
+
+    >>> sr_schedule(5, 2000), halving_last_phase_schedule(5, 2000)
+    ((224, 280, 373, 560), (159, 199, 265, 688))
+    """
+    counts = sr_schedule(n_models, budget)
+    last = max(counts[-1], sh_schedule(n_models, budget)[-1][0])
+    head = counts[:-1]
+    if last == counts[-1] or not head:
+        return counts[:-1] + (last,)
+    scale = Fraction(budget - 2 * last, sum(head))
+    return tuple(math.floor(c * scale) for c in head) + (last,)
+
+
 class SuccessiveRejects(BestArmScheduler):
     """Successive Rejects (Audibert & Bubeck, 2010) as an ask/tell scheduler; ``synchronized=True`` is SySRs.
 
@@ -78,7 +105,12 @@ class SuccessiveRejects(BestArmScheduler):
     with the lowest mean. With ``synchronized=False`` each model draws its own queries without replacement
     (classical SR). With ``synchronized=True`` one random permutation of the benchmark is consumed in order by
     every survivor, so all eliminations compare models on the same queries (SySRs [reconstructed]). Parameters
-    as in :class:`BestArmScheduler`; ``budget`` must exceed ``n_models``.
+    as in :class:`BestArmScheduler`; ``budget`` must exceed ``n_models``, and
+
+    last_phase : {"sr", "halving"}, default="sr"
+        ``"sr"``: the paper's schedule (:func:`sr_schedule`). ``"halving"``: the final pair gets at least
+        Sequential Halving's last-pair count, the earlier phases proportionally fewer queries
+        (:func:`halving_last_phase_schedule`) [hf-ext design, an option].
 
     Examples
     --------
@@ -94,18 +126,30 @@ class SuccessiveRejects(BestArmScheduler):
 
     _min_budget_hint = "needs budget > n_models so that every model gets a query"
 
+    def __init__(
+        self, n_models: int, n_queries: int, budget: int, *, last_phase: str = "sr", **kwargs: Any
+    ) -> None:
+        self.last_phase = check_choice("last_phase", last_phase, LAST_PHASES)
+        super().__init__(n_models, n_queries, budget, **kwargs)
+
     def _phases(self) -> tuple[tuple[int, int], ...]:
-        counts = sr_schedule(self.n_models, self.budget)
+        schedule = halving_last_phase_schedule if self.last_phase == "halving" else sr_schedule
+        counts = schedule(self.n_models, self.budget)
         return tuple((c, self.n_models - 1 - k) for k, c in enumerate(counts))
+
+    def _config(self) -> dict[str, Any]:
+        return {**super()._config(), "last_phase": self.last_phase}
 
 
 class SynchronizedSuccessiveRejects(SuccessiveRejects):
     """SySRs: :class:`SuccessiveRejects` on shared queries (``synchronized=True``; the parameter is fixed).
 
-    [reconstructed] Only the abstract of arXiv 2606.07726 is available: the same phase schedule as SR, one
-    random permutation of the queries shared by all survivors, and elimination of the lowest mean on the
-    shared queries (= the worst mean paired difference against the leader). Pairing helps because
+    [reconstructed] Only the abstract of arXiv 2606.07726 is available: SR's phases, one random permutation
+    of the queries shared by all survivors, and elimination of the lowest mean on the shared queries (= the
+    worst mean paired difference against the leader). Pairing helps because
     ``Var(S_i - S_j) = s_i^2 + s_j^2 - 2 Cov(S_i, S_j)`` is small when models fail on the same queries.
+    [hf-ext design] ``last_phase="halving"`` gives the final pair at least Sequential Halving's last-pair
+    count (an option; the default keeps SR's schedule).
 
     Examples
     --------

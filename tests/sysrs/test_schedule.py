@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from hf_ext.sysrs.baselines import sh_schedule
-from hf_ext.sysrs.core import logbar, sr_schedule
+from hf_ext.sysrs.core import (
+    SuccessiveRejects,
+    SySRs,
+    halving_last_phase_schedule,
+    logbar,
+    sr_schedule,
+)
 
 
 def test_logbar_values() -> None:
@@ -54,6 +60,29 @@ def test_sr_zero_size_phases_are_kept() -> None:
 def test_sr_schedule_rejects_small_budget() -> None:
     with pytest.raises(ValueError, match="`budget` must be an int >= 4, got 3"):
         sr_schedule(3, 3)
+
+
+def test_halving_last_phase_gives_the_final_pair_halvings_count_within_budget() -> None:
+    assert halving_last_phase_schedule(5, 2000) == (159, 199, 265, 688)  # SH's last pair: 688 (SR: 560)
+    assert sh_schedule(5, 2000)[-1][0] == 688
+    assert halving_last_phase_schedule(2, 10) == (5,)  # K = 2: SH's B // 2 beats SR's (B - 2) / 3
+    pairs = [(k, b) for k in range(2, 51) for b in (k + 1, k + 2, 2 * k, 3 * k, 1000, 10**5)]
+    for k, b in pairs:
+        n, sr, sh = halving_last_phase_schedule(k, b), sr_schedule(k, b), sh_schedule(k, b)
+        assert sum(n) + n[-1] <= b, (k, b)
+        assert all(x <= y for x, y in zip(n, n[1:])), (k, b)
+        assert n[-1] == max(sr[-1], sh[-1][0]), (k, b)
+        assert n == sr or n[-1] > sr[-1], (k, b)  # unchanged unless the last phase grows
+
+
+def test_last_phase_option_sets_the_plan_and_the_config() -> None:
+    paper = SySRs(5, 3000, budget=2000)
+    assert paper.last_phase == "sr" and [c for c, _ in paper._plan] == list(sr_schedule(5, 2000))
+    halving = SuccessiveRejects(5, 3000, budget=2000, synchronized=True, last_phase="halving")
+    assert [c for c, _ in halving._plan] == list(halving_last_phase_schedule(5, 2000))
+    assert halving.state_dict()["config"]["last_phase"] == "halving"
+    with pytest.raises(ValueError, match="saved with config"):
+        paper.load_state_dict(halving.state_dict())
 
 
 def test_sh_schedule_rounds_and_cost() -> None:
