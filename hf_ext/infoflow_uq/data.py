@@ -5,6 +5,11 @@ The facts ``"First Last lives in City."`` are about fictional people, so the mod
 parametric knowledge; distractor facts share the first or the last name with the asked person, so naive
 word overlap with the question also marks distractors. The gold fact's tokens are the relevance labels. With
 ``unanswerable_rate > 0`` some examples drop the gold fact (no token is relevant, ``answer`` is ``None``).
+
+``distractors="passages"`` builds a second, harder set: besides the gold fact, up to three distractor
+passages are about the asked person themself but state another relation to another city ("was born in",
+"works in", "once visited"), so the wrong answers are grounded in a passage that matches the question's
+name exactly; the one-shot example shows such a passage too.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hf_ext._registry import paper
-from hf_ext._validation import check_int, check_probability, check_sequence
+from hf_ext._validation import check_choice, check_int, check_probability, check_sequence
 
 FIRST_NAMES = "Kai Ada Milo Ines Tove Rafe Lina Otto Yara Bram Nell Ivo Sana Emil Maud Tarek".split()
 LAST_NAMES = "Norell Voss Brandt Okafor Lindqvist Marlow Ferreira Halden Quist Aberg Castell Dunmore".split()
@@ -27,6 +32,13 @@ DEMO = (
     "Question: Where does Kai Norell live?\nAnswer: Rome\n\n"
 )
 DEMO_PEOPLE = {("Kai", "Norell"), ("Ada", "Voss")}
+PASSAGE_DEMO = (
+    "Context: Kai Norell was born in Oslo. Kai Norell lives in Rome. Ada Voss lives in Paris.\n"
+    "Question: Where does Kai Norell live?\nAnswer: Rome\n\n"
+)
+# relations of the distractor passages about the asked person (never "lives in")
+RELATIONS = ("was born in", "works in", "once visited")
+DISTRACTORS = ("names", "passages")
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,7 @@ def make_rag_examples(
     *,
     num_facts: Any = (4, 6, 8, 10, 12, 14, 16),
     unanswerable_rate: float = 0.0,
+    distractors: str = "names",
     seed: int = 0,
 ) -> list[RAGExample]:
     """``n`` seeded examples, cycling through the context sizes ``num_facts``.
@@ -79,6 +92,9 @@ def make_rag_examples(
         n: Number of examples.
         num_facts: Context sizes ``k`` (facts per context, 1 to 20: cities are distinct within a context).
         unanswerable_rate: Share of examples whose gold fact is replaced by one more distractor.
+        distractors: ``"names"`` (other people sharing the asked first or last name) or ``"passages"``
+            (as ``"names"``, but ``min(3, k // 3)`` of the ``k`` facts are distractor passages about the
+            asked person with another relation, e.g. ``"First Last was born in City."``).
         seed: Seed of the draw.
 
     Returns:
@@ -92,19 +108,23 @@ def make_rag_examples(
     n = check_int("n", n, low=1)
     ks = check_sequence("num_facts", num_facts, lambda nm, v: check_int(nm, v, low=1, high=20), min_length=1)
     rate = check_probability("unanswerable_rate", unanswerable_rate)
+    kind = check_choice("distractors", distractors, DISTRACTORS)
     rng = random.Random(seed)
     out = []
     for i in range(n):
         k = ks[i % len(ks)]
         answerable = rng.random() >= rate
-        people = _people(rng, k + (0 if answerable else 1))
-        cities = rng.sample(CITIES, len(people))
+        n_self = min(3, k // 3) if kind == "passages" else 0
+        people = _people(rng, k + (0 if answerable else 1) - n_self)
+        cities = rng.sample(CITIES, len(people) + n_self)
         target = people[0]
         facts = [f"{f} {last} lives in {c}." for (f, last), c in zip(people, cities)]
+        relations = rng.sample(RELATIONS, n_self)
+        facts += [f"{target[0]} {target[1]} {rel} {c}." for rel, c in zip(relations, cities[len(people) :])]
         gold = facts[0] if answerable else None
         facts = facts if answerable else facts[1:]
         rng.shuffle(facts)
-        head = DEMO + "Context: "
+        head = (PASSAGE_DEMO if kind == "passages" else DEMO) + "Context: "
         context = " ".join(facts)
         name = f"{target[0]} {target[1]}"
         tail = f"\nQuestion: Where does {name} live?\nAnswer:"

@@ -28,6 +28,26 @@ def test_examples_are_seeded_and_well_formed():
         assert any(o.split()[0] == first or o.split()[1] == last for o in others)
 
 
+def test_distractor_passages_are_about_the_asked_person_with_other_relations():
+    from hf_ext.infoflow_uq.data import PASSAGE_DEMO, RELATIONS
+
+    exs = make_rag_examples(7, num_facts=[3, 4, 6, 9, 12, 16, 20], distractors="passages", seed=2)
+    assert exs == make_rag_examples(7, num_facts=[3, 4, 6, 9, 12, 16, 20], distractors="passages", seed=2)
+    for ex in exs:
+        assert ex.prompt.startswith(PASSAGE_DEMO)
+        facts = [f.strip() for f in ex.prompt[slice(*ex.context_span)].split(".") if f.strip()]
+        assert len(facts) == ex.num_facts
+        cities = [f.split()[-1] for f in facts]
+        assert len(set(cities)) == len(cities)
+        about = [f for f in facts if f.startswith(ex.question + " ")]
+        assert f"{ex.question} lives in {ex.answer}" in about
+        # min(3, k // 3) passages about the asked person, each with another relation
+        relations = sorted(f[len(ex.question) + 1 : f.rindex(" ")] for f in about if " lives in " not in f)
+        assert len(relations) == min(3, ex.num_facts // 3)
+        assert set(relations) <= set(RELATIONS) and len(set(relations)) == len(relations)
+        assert ex.prompt[slice(*ex.gold_span)] == f"{ex.question} lives in {ex.answer}."
+
+
 def test_unanswerable_examples_drop_the_gold_fact():
     exs = make_rag_examples(20, num_facts=[5], unanswerable_rate=1.0, seed=0)
     for ex in exs:
@@ -63,6 +83,7 @@ def test_encoding_marks_the_gold_tokens():
         ({"n": 2, "num_facts": [0]}, r"`num_facts\[0\]` must be an int in \[1, 20\]"),
         ({"n": 2, "num_facts": []}, "`num_facts` must be a list of at least 1"),
         ({"n": 2, "unanswerable_rate": 1.5}, "`unanswerable_rate` must be a finite float in"),
+        ({"n": 2, "distractors": "topics"}, "`distractors` must be one of"),
     ],
 )
 def test_bad_arguments_name_the_argument(kwargs, match):
