@@ -15,11 +15,14 @@ answer correctness. The paper's exact definitions are not public; every formula 
 3. :func:`flow_concentration`: mean over layers of ``1 - H(c_l) / log n_ctx`` (or Gini, or top-k mass).
 4. :func:`flow_simulatability`: mean over layers of ``Pearson(c_l, r)`` for a relevance vector ``r`` (or
    Spearman, or the relevance mass ``sum_j c_l[j] r_j``).
-5. :func:`rank_average`: the default combination of the two scores over a set of examples.
+5. Context mass: renormalising onto the context throws away how much the answer reads the context at all.
+   With ``context_mass`` (each layer's share on the context before renormalising), both scores weight
+   layer ``l``'s value by ``m_l`` before the layer mean, so the shape and the amount enter together.
+6. :func:`rank_average`: the default combination of the two scores over a set of examples.
 
-Baselines from the same forward pass: :func:`max_probability` and :func:`predictive_entropy` of the next-token
-distribution. Layers whose row holds no mass on the context (a sliding-window layer that cannot see it) are
-NaN and skipped by the layer means.
+Baselines from the same forward pass: :func:`max_probability`, :func:`predictive_entropy` and
+:func:`claim_conditioned_probability` of the next-token distribution. Layers whose row holds no mass on the
+context (a sliding-window layer that cannot see it) are NaN and skipped by the layer means.
 """
 
 from __future__ import annotations
@@ -128,12 +131,23 @@ def restrict_to_context(rows: Tensor, context_mask: Tensor) -> tuple[Tensor, Ten
     return c, mass / total.clamp_min(torch.finfo(rows.dtype).tiny)
 
 
-def _layer_mean(values: Tensor) -> Tensor:
-    """Mean over the finite layers (NaN when none is finite)."""
+def _layer_mean(values: Tensor, context_mass: Tensor | None = None) -> Tensor:
+    """Mean over the finite layers (NaN when none is finite), each weighted by ``context_mass`` if given."""
+    if context_mass is not None:
+        if tuple(context_mass.shape) != tuple(values.shape):
+            raise ValueError(
+                f"`context_mass` must hold one share per layer, shape {tuple(values.shape)}, "
+                f"got {tuple(context_mass.shape)}."
+            )
+        if not bool(((context_mass >= 0) & (context_mass <= 1)).all()):
+            raise ValueError(f"`context_mass` must lie in [0, 1], got {context_mass.tolist()}.")
+        values = values * context_mass.to(values.dtype)
     return torch.nanmean(values, dim=-1) if values.numel() else values.new_tensor(math.nan)
 
 
-def flow_concentration(trace: Tensor, kind: str = "entropy", top_k: int = 5) -> Tensor:
+def flow_concentration(
+    trace: Tensor, kind: str = "entropy", top_k: int = 5, context_mass: Tensor | None = None
+) -> Tensor:
     """How focused the flow is, averaged over layers; 0 for uniform rows, 1 for one-hot rows.
 
     Args:
@@ -142,6 +156,9 @@ def flow_concentration(trace: Tensor, kind: str = "entropy", top_k: int = 5) -> 
             ``n / (n - 1)``) or ``"topk_mass"`` (mass of the ``top_k`` largest entries; ``k / n`` when
             uniform).
         top_k: ``k`` of ``"topk_mass"``.
+        context_mass: *optional* ``[L]`` share of each layer's raw row on the context, in ``[0, 1]``
+            (:attr:`FlowTrace.context_mass`); each layer's value is multiplied by it before the mean
+            [reconstructed], so the score also says how much the answer reads the context.
 
     Returns:
         0-d tensor in ``[0, 1]``.
@@ -163,7 +180,7 @@ def flow_concentration(trace: Tensor, kind: str = "entropy", top_k: int = 5) -> 
         i = torch.arange(1, n + 1, dtype=trace.dtype, device=trace.device)
         gini = 2 * (ranked * i).sum(dim=-1) / (n * ranked.sum(dim=-1)) - (n + 1) / n
         per_layer = gini * n / (n - 1)
-    return _layer_mean(per_layer)
+    return _layer_mean(per_layer, context_mass)
 
 
 def _ranks(x: Tensor) -> Tensor:
@@ -205,7 +222,9 @@ def check_relevance(relevance: Tensor, n_ctx: int) -> Tensor:
     return relevance
 
 
-def flow_simulatability(trace: Tensor, relevance: Tensor, kind: str = "pearson") -> Tensor:
+def flow_simulatability(
+    trace: Tensor, relevance: Tensor, kind: str = "pearson", context_mass: Tensor | None = None
+) -> Tensor:
     """How well the flow agrees with the context tokens' relevance to the query, averaged over layers.
 
     Args:
@@ -213,6 +232,9 @@ def flow_simulatability(trace: Tensor, relevance: Tensor, kind: str = "pearson")
         relevance: ``[n_ctx]`` values in ``[0, 1]`` (binary gold-span labels give the point-biserial r).
         kind: ``"pearson"``, ``"spearman"`` (Pearson on average ranks) or ``"relevance_mass"``
             (``sum_j c_l[j] r_j``).
+        context_mass: *optional* ``[L]`` share of each layer's raw row on the context, in ``[0, 1]``; each
+            layer's value is multiplied by it before the mean [reconstructed]. With ``"relevance_mass"`` this
+            is the layer-mean raw flow into the relevant tokens.
 
     Returns:
         0-d tensor: in ``[-1, 1]`` for correlations, ``[0, max r]`` for the mass. NaN, with a warning, when
@@ -237,7 +259,7 @@ def flow_simulatability(trace: Tensor, relevance: Tensor, kind: str = "pearson")
         per_layer = _pearson(_ranks(trace), _ranks(r))
     else:
         per_layer = _pearson(trace, r)
-    return _layer_mean(per_layer)
+    return _layer_mean(per_layer, context_mass)
 
 
 def rank_average(*scores: Tensor) -> Tensor:
@@ -272,6 +294,77 @@ def predictive_entropy(logits: Tensor) -> Tensor:
     """Baseline: entropy (nats) of the next-token distribution, ``[..., V] -> [...]``; lower = more sure."""
     logp = logits.float().log_softmax(dim=-1)
     return -(logp.exp() * logp).sum(dim=-1)
+
+
+def claim_conditioned_probability(probabilities: Tensor, equivalence: Tensor) -> Tensor:
+    """Baseline: claim-conditioned probability (CCP) of an answer token, in the style of LM-Polygraph.
+
+    Among the next-token alternatives, the probability of those that state the greedy token's claim over
+    that of those that state the same claim or another one; alternatives that state no claim (punctuation,
+    a newline) are left out. [reconstructed] LM-Polygraph decides equivalence with an NLI model; here the
+    caller passes it (:func:`alternative_equivalence` decides it from the alternatives' words).
+
+    Args:
+        probabilities: ``[..., K]`` probabilities of the ``K`` alternatives, the greedy token first.
+        equivalence: ``[..., K]`` integers: ``1`` same claim as the greedy token, ``-1`` another claim,
+            ``0`` no claim. ``equivalence[..., 0]`` must be 1.
+
+    Returns:
+        ``[...]`` in ``[0, 1]``.
+
+    Example:
+        >>> claim_conditioned_probability(torch.tensor([0.5, 0.2, 0.2, 0.1]), torch.tensor([1, 1, 0, -1]))
+        tensor(0.8750)
+    """
+    if probabilities.shape != equivalence.shape or probabilities.ndim == 0 or probabilities.shape[-1] == 0:
+        raise ValueError(
+            f"`probabilities` and `equivalence` must have the same shape [..., K] with K >= 1, got "
+            f"{tuple(probabilities.shape)} and {tuple(equivalence.shape)}."
+        )
+    if not bool(torch.isin(equivalence, equivalence.new_tensor([-1, 0, 1])).all()):
+        raise ValueError(f"`equivalence` must hold -1, 0 or 1, got {equivalence.unique().tolist()}.")
+    if not bool((equivalence[..., 0] == 1).all()):
+        raise ValueError("`equivalence[..., 0]` must be 1: the greedy token states its own claim.")
+    if not bool(torch.isfinite(probabilities).all()) or bool((probabilities < 0).any()):
+        raise ValueError(
+            f"`probabilities` must be finite and >= 0, got minimum {probabilities.min().item()!r}."
+        )
+    same = (probabilities * (equivalence == 1)).sum(dim=-1)
+    other = (probabilities * (equivalence == -1)).sum(dim=-1)
+    return same / (same + other).clamp_min(torch.finfo(probabilities.dtype).tiny)
+
+
+def alternative_equivalence(words: list[str]) -> Tensor:
+    """Label-free equivalence of next-token alternatives with the first (greedy) one, from their words.
+
+    [reconstructed] stand-in for LM-Polygraph's NLI check on a one-word answer: a word is its letters and
+    digits, lower-cased; an alternative with no such characters states no claim (0); one whose word is a
+    prefix of the greedy word or extends it states the same claim (1, e.g. ``" Rome"``, ``"Rome"``,
+    ``" Ro"``); any other word is another claim (-1).
+
+    Args:
+        words: The ``K`` alternatives' decoded strings, the greedy one first.
+
+    Returns:
+        ``[K]`` long tensor of 1, 0, -1 (the first is always 1).
+
+    Example:
+        >>> alternative_equivalence([" Rome", "Rome", "\\n", " Paris"])
+        tensor([ 1,  1,  0, -1])
+    """
+    if not words:
+        raise ValueError("`words` must hold at least the greedy alternative, got [].")
+    norm = ["".join(ch for ch in w.lower() if ch.isalnum()) for w in words]
+    greedy = norm[0]
+    labels = [1]
+    for w in norm[1:]:
+        if not w:
+            labels.append(0)
+        elif greedy and (w.startswith(greedy) or greedy.startswith(w)):
+            labels.append(1)
+        else:
+            labels.append(-1)
+    return torch.tensor(labels, dtype=torch.long)
 
 
 def lexical_relevance(context_ids: Tensor, query_ids: Tensor, ignore_ids: Tensor | None = None) -> Tensor:

@@ -138,3 +138,72 @@ def test_relevance_checks_name_the_argument():
         core.flow_simulatability(torch.full((1, 3), 1 / 3), torch.ones(4))
     with pytest.raises(ValueError, match="`relevance` must hold finite values >= 0"):
         core.flow_simulatability(torch.full((1, 3), 1 / 3), torch.tensor([1.0, -1.0, 0.0]))
+
+
+def test_context_mass_weights_each_layer_before_the_mean():
+    c = torch.tensor([[0.5, 0.5, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    mass = torch.tensor([0.2, 0.6])
+    # concentration per layer: 1 - log 2 / log 4 = 0.5, and 1; weighted: (0.2 * 0.5 + 0.6 * 1) / 2
+    assert core.flow_concentration(c, context_mass=mass).item() == pytest.approx(0.35)
+    r = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    # relevance mass per layer 0.5 and 1: the raw flow into the relevant token, 0.1 and 0.6, averaged
+    assert core.flow_simulatability(c, r, "relevance_mass", mass).item() == pytest.approx(0.35)
+    pearson = core.flow_simulatability(c[1:], r).item()  # one-hot row equal to r: 1
+    assert pearson == pytest.approx(1.0)
+    assert core.flow_simulatability(c[1:], r, context_mass=mass[1:]).item() == pytest.approx(0.6)
+
+
+def test_context_mass_skips_nan_layers_and_full_mass_changes_nothing():
+    c = torch.tensor([[math.nan, math.nan], [0.8, 0.2]])
+    r = torch.tensor([1.0, 0.0])
+    assert core.flow_simulatability(c, r, "relevance_mass", torch.tensor([0.0, 0.5])).item() == pytest.approx(
+        0.4
+    )
+    ones = torch.ones(2)
+    assert core.flow_concentration(c, context_mass=ones).item() == core.flow_concentration(c).item()
+
+
+@pytest.mark.parametrize(
+    ("mass", "match"),
+    [
+        (torch.ones(3), r"`context_mass` must hold one share per layer, shape \(2,\)"),
+        (torch.tensor([0.5, 1.5]), r"`context_mass` must lie in \[0, 1\]"),
+    ],
+)
+def test_bad_context_mass_names_the_argument(mass, match):
+    with pytest.raises(ValueError, match=match):
+        core.flow_concentration(torch.full((2, 2), 0.5), context_mass=mass)
+
+
+def test_claim_conditioned_probability_by_hand():
+    p = torch.tensor([[0.5, 0.2, 0.2, 0.1], [0.4, 0.3, 0.2, 0.1]])
+    eq = torch.tensor([[1, 1, 0, -1], [1, -1, -1, 0]])
+    # (0.5 + 0.2) / (0.5 + 0.2 + 0.1); 0.4 / (0.4 + 0.3 + 0.2)
+    assert core.claim_conditioned_probability(p, eq).tolist() == pytest.approx([0.7 / 0.8, 0.4 / 0.9])
+    assert core.claim_conditioned_probability(torch.tensor([0.3]), torch.tensor([1])).item() == 1.0
+
+
+def test_alternative_equivalence_from_words():
+    words = [" Rome", "Rome", " rom", "\n", " Romeo", " Paris", "."]
+    assert core.alternative_equivalence(words).tolist() == [1, 1, 1, 0, 1, -1, 0]
+    assert core.alternative_equivalence(["\n", " Paris", ","]).tolist() == [1, -1, 0]
+
+
+@pytest.mark.parametrize(
+    ("p", "eq", "match"),
+    [
+        (
+            torch.ones(3),
+            torch.ones(2, dtype=torch.long),
+            "`probabilities` and `equivalence` must have the same",
+        ),
+        (torch.ones(2), torch.tensor([1, 2]), "`equivalence` must hold -1, 0 or 1, got"),
+        (torch.ones(2), torch.tensor([0, 1]), r"`equivalence\[..., 0\]` must be 1"),
+        (torch.tensor([0.5, -0.1]), torch.tensor([1, -1]), "`probabilities` must be finite and >= 0"),
+    ],
+)
+def test_bad_claim_inputs_name_the_argument(p, eq, match):
+    with pytest.raises(ValueError, match=match):
+        core.claim_conditioned_probability(p, eq)
+    with pytest.raises(ValueError, match="`words` must hold"):
+        core.alternative_equivalence([])
