@@ -28,6 +28,7 @@ from hf_ext.infoflow_uq.config import (
 )
 
 logger = logging.getLogger(__name__)
+ALTERNATIVES = 10  # next-token alternatives kept per example for claim-conditioned probabilities
 
 
 @dataclass
@@ -46,6 +47,9 @@ class FlowTrace:
         max_probability: Probability of the greedy token at the first answer position.
         entropy: Entropy (nats) of the next-token distribution at the first answer position.
         predicted_token: Greedy token id at the first answer position.
+        top_probabilities: ``[K]`` probabilities of the ``K`` (10) most likely next tokens at the first answer
+            position, descending (the alternatives of a claim-conditioned probability).
+        top_tokens: ``[K]`` their token ids.
         config: The scorer's settings (default rule and score kinds).
     """
 
@@ -60,6 +64,8 @@ class FlowTrace:
     max_probability: float
     entropy: float
     predicted_token: int
+    top_probabilities: Tensor
+    top_tokens: Tensor
     config: InformationFlowConfig = field(repr=False)
 
     def _rule(self, contribution: str | None) -> str:
@@ -76,19 +82,38 @@ class FlowTrace:
         """The default rule's ``[L, n_ctx]`` trace."""
         return self.traces[self._rule(None)]
 
-    def concentration(self, kind: str | None = None, contribution: str | None = None) -> float:
-        """:func:`~hf_ext.infoflow_uq.core.flow_concentration` of a recorded trace."""
+    def concentration(
+        self, kind: str | None = None, contribution: str | None = None, context_mass: bool = False
+    ) -> float:
+        """:func:`~hf_ext.infoflow_uq.core.flow_concentration` of a recorded trace; with ``context_mass``
+        each layer is weighted by its share on the context before renormalising."""
         kind = check_choice("concentration", kind or self.config.concentration, CONCENTRATIONS)
-        return float(core.flow_concentration(self.traces[self._rule(contribution)], kind, self.config.top_k))
+        rule = self._rule(contribution)
+        mass = self.context_mass[rule] if context_mass else None
+        return float(core.flow_concentration(self.traces[rule], kind, self.config.top_k, mass))
 
     def simulatability(
-        self, relevance: Any, kind: str | None = None, contribution: str | None = None
+        self,
+        relevance: Any,
+        kind: str | None = None,
+        contribution: str | None = None,
+        context_mass: bool = False,
     ) -> float:
-        """:func:`~hf_ext.infoflow_uq.core.flow_simulatability` against ``relevance`` [n_ctx]."""
+        """:func:`~hf_ext.infoflow_uq.core.flow_simulatability` against ``relevance`` [n_ctx]; with
+        ``context_mass`` each layer is weighted by its share on the context before renormalising."""
         kind = check_choice("simulatability", kind or self.config.simulatability, SIMULATABILITIES)
-        trace = self.traces[self._rule(contribution)]
-        r = torch.as_tensor(relevance, dtype=trace.dtype)
-        return float(core.flow_simulatability(trace, r, kind))
+        rule = self._rule(contribution)
+        r = torch.as_tensor(relevance, dtype=self.traces[rule].dtype)
+        mass = self.context_mass[rule] if context_mass else None
+        return float(core.flow_simulatability(self.traces[rule], r, kind, mass))
+
+    def claim_conditioned_probability(self, tokenizer: Any) -> float:
+        """LM-Polygraph-style claim-conditioned probability of the first answer token (label-free
+        baseline): :func:`~hf_ext.infoflow_uq.core.claim_conditioned_probability` over the recorded
+        alternatives, their equivalence decided from the words ``tokenizer`` decodes them to."""
+        words = [tokenizer.decode([int(t)]) for t in self.top_tokens]
+        labels = core.alternative_equivalence(words)
+        return float(core.claim_conditioned_probability(self.top_probabilities.double(), labels))
 
     def attention_mass(self, relevance: Any = None) -> float:
         """Layer- and head-mean raw attention mass on the context (label-free, Lookback-Lens style), or with
@@ -232,6 +257,7 @@ class InformationFlowScorer:
                 masses[rule] = m.mean(dim=1)
                 raw[rule] = sel[rule].mean(dim=1)
             first = logits[b, int(index[b][0])]
+            top = first.float().softmax(dim=-1).topk(min(ALTERNATIVES, first.shape[-1]))
             out.append(
                 FlowTrace(
                     traces=traces,
@@ -243,6 +269,8 @@ class InformationFlowScorer:
                     max_probability=float(core.max_probability(first)),
                     entropy=float(core.predictive_entropy(first)),
                     predicted_token=int(first.argmax()),
+                    top_probabilities=top.values,
+                    top_tokens=top.indices,
                     config=self.config,
                 )
             )

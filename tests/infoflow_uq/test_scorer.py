@@ -174,3 +174,27 @@ def test_unsupported_model_is_named():
 
     with pytest.raises(NotImplementedError, match="Fake is not supported"):
         InformationFlowScorer(Fake())
+
+
+def test_grounded_scores_and_claim_probability_from_a_trace():
+    from hf_ext.infoflow_uq import core
+
+    res = _scorer(_model()).trace(IDS, CTX, [8])
+    raw, mass = res.raw["attention_value_norm"], res.context_mass["attention_value_norm"]
+    expected = core.flow_concentration(res.trace, context_mass=mass)
+    assert res.concentration(context_mass=True) == pytest.approx(float(expected))
+    r = torch.tensor([0.0, 1.0, 1.0, 0.0, 0.0])
+    # grounded relevance mass = the raw row's share on the relevant tokens, layer mean
+    flow = (raw[:, CTX] @ r / raw.sum(-1)).mean()
+    assert res.simulatability(r, "relevance_mass", context_mass=True) == pytest.approx(float(flow), rel=1e-5)
+
+    assert res.top_tokens.shape == res.top_probabilities.shape == (10,)
+    assert int(res.top_tokens[0]) == res.predicted_token
+    assert float(res.top_probabilities[0]) == pytest.approx(res.max_probability)
+
+    class Words:  # the greedy token reads " Rome", the second "\n" (no claim), the rest other cities
+        def decode(self, ids):
+            return {int(res.top_tokens[0]): " Rome", int(res.top_tokens[1]): "\n"}.get(ids[0], " Paris")
+
+    p = res.top_probabilities.double()
+    assert res.claim_conditioned_probability(Words()) == pytest.approx(float(p[0] / (p[0] + p[2:].sum())))
