@@ -77,28 +77,35 @@ def score_examples(
             ids[j, width - n :], mask[j, width - n :] = encs[i]["input_ids"], 1
             ctx[j, width - n :] = encs[i]["context_mask"]
         for i, res in zip(chunk, scorer.trace_batch(ids, ctx, [[width - 1]] * len(chunk), mask)):
-            rows[i] = _scores(res, encs[i], examples[i])
+            rows[i] = _scores(res, encs[i], examples[i], tokenizer)
             traces[i] = res
     return rows, traces
 
 
-def _scores(res: FlowTrace, enc: dict[str, Any], example: RAGExample) -> dict[str, float]:
+def _scores(res: FlowTrace, enc: dict[str, Any], example: RAGExample, tokenizer: Any) -> dict[str, float]:
     gold = enc["relevance"]
     ids = enc["input_ids"]
     lexical = core.lexical_relevance(ids[enc["context_mask"]], ids[enc["question_mask"]])
+    vn = "attention_value_norm"
     out = {
         "k": float(example.num_facts),
         "correct": float(res.predicted_token == enc["answer_token"]),
         "max_prob": res.max_probability,
         "neg_entropy": -res.entropy,
+        "ccp": res.claim_conditioned_probability(tokenizer),
         "ctx_attention": res.attention_mass(),
         "gold_attention": res.attention_mass(gold),
-        "sim_mass_value-norm": res.simulatability(gold, "relevance_mass", "attention_value_norm"),
-        "sim_lexical_value-norm": res.simulatability(lexical, "pearson", "attention_value_norm"),
+        "sim_mass_value-norm": res.simulatability(gold, "relevance_mass", vn),
+        "flow_mass_value-norm": res.simulatability(gold, "relevance_mass", vn, context_mass=True),
+        "sim_lexical_value-norm": res.simulatability(lexical, "pearson", vn),
+        "msim_lexical_value-norm": res.simulatability(lexical, "pearson", vn, context_mass=True),
     }
     for name, rule in RULES.items():
         out[f"conc_{name}"] = res.concentration("entropy", rule)
         out[f"sim_{name}"] = res.simulatability(gold, "pearson", rule)
+        out[f"mconc_{name}"] = res.concentration("entropy", rule, context_mass=True)
+        out[f"mtop_{name}"] = res.concentration("topk_mass", rule, context_mass=True)
+        out[f"msim_{name}"] = res.simulatability(gold, "pearson", rule, context_mass=True)
         out[f"ctx_share_{name}"] = float(res.context_mass[rule].mean())
     return out
 
