@@ -65,6 +65,7 @@ SYSTEMS = (
     (HEADLINE, "rank_avg_mass", False, "gold"),
     ("grounded rank avg conc+sim attention", "rank_avg_mass_attention", False, "gold"),
     ("grounded rank avg top-5 conc+sim value-norm", "rank_avg_mass_top", False, "gold"),
+    ("rank avg grounded sim+context mass value-norm", "rank_avg_sim_ctx_mass", False, "gold"),
     ("grounded simulatability value-norm", "msim_value-norm", False, "gold"),
     ("grounded concentration value-norm", "mconc_value-norm", False, "none"),
     ("gold flow mass value-norm", "flow_mass_value-norm", False, "gold"),
@@ -101,6 +102,7 @@ def _columns(rows: list[dict[str, float]], seed: int) -> dict[str, np.ndarray]:
     cols["rank_avg_mass"] = rank_average(t["mconc_value-norm"], t["msim_value-norm"]).numpy()
     cols["rank_avg_mass_attention"] = rank_average(t["mconc_attention"], t["msim_attention"]).numpy()
     cols["rank_avg_mass_top"] = rank_average(t["mtop_value-norm"], t["msim_value-norm"]).numpy()
+    cols["rank_avg_sim_ctx_mass"] = rank_average(t["msim_value-norm"], t["ctx_share_value-norm"]).numpy()
     cols["rank_avg_lexical_mass"] = rank_average(t["mconc_value-norm"], t["msim_lexical_value-norm"]).numpy()
     correct = cols["correct"]
     if 0 < correct.sum() < len(correct) and min(correct.sum(), len(correct) - correct.sum()) >= 5:

@@ -20,6 +20,7 @@ METHOD = MethodInfo(
         "flow_concentration": "hf_ext.infoflow_uq.core",
         "flow_simulatability": "hf_ext.infoflow_uq.core",
         "rank_average": "hf_ext.infoflow_uq.core",
+        "claim_conditioned_probability": "hf_ext.infoflow_uq.core",
         "UncertaintyAUROC": "hf_ext.metrics.infoflow",
         "PredictionRejectionRatio": "hf_ext.metrics.infoflow",
         "uncertainty_auroc": "hf_ext.metrics.functional.infoflow",
@@ -30,6 +31,7 @@ METHOD = MethodInfo(
         "flow_concentration": (),
         "flow_simulatability": (),
         "rank_average": (),
+        "claim_conditioned_probability": (),
         "RAGExample": (),
         "make_rag_examples": (),
         "InformationFlowConfig": (),
@@ -52,12 +54,15 @@ METHOD = MethodInfo(
         "the contribution rule: attention x ||W_O^h v_j|| summed over heads (default), head-mean attention, "
         "or attention rollout with the residual identity",
         "attention sinks: rows restricted to the context tokens and renormalised onto the simplex",
-        "layer aggregation: mean over all layers (a layer with no context mass is skipped)",
+        "layer aggregation: mean over all layers (a layer with no context mass is skipped); optionally each "
+        "layer weighted by its share on the context before renormalising (the context-mass term)",
         "concentration = mean_l 1 - H(c_l)/log n_ctx (or Gini, top-k mass)",
         "simulatability = mean_l Pearson(c_l, r) (or Spearman, relevance mass); relevance from gold labels "
         "or lexical overlap",
         "combination: rank average of the two scores, or a cross-fitted logistic regression",
-        "the benchmark task: synthetic fictional-people RAG facts on Gemma-3-270M base",
+        "claim-conditioned probability baseline: NLI equivalence of the alternatives replaced by a word match",
+        "the benchmark tasks: synthetic fictional-people RAG facts, and a set with distractor passages about "
+        "the asked person, on Gemma-3-270M base",
     ),
     note=(
         "Information-flow style scores; the paper's exact definitions are not public. Only the two score "
