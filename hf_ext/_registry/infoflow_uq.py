@@ -60,7 +60,8 @@ METHOD = MethodInfo(
         "simulatability = mean_l Pearson(c_l, r) (or Spearman, relevance mass); relevance from gold labels "
         "or lexical overlap",
         "combination: rank average of the two scores, or a cross-fitted logistic regression",
-        "claim-conditioned probability baseline: NLI equivalence of the alternatives replaced by a word match",
+        "claim-conditioned probability baseline: NLI equivalence of the alternatives replaced by a "
+        "word match",
         "the benchmark tasks: synthetic fictional-people RAG facts, and a set with distractor passages about "
         "the asked person, on Gemma-3-270M base",
     ),
