@@ -15,6 +15,7 @@ _PURE_PYTHON = (
     "load_hover",
     "load_exfever",
     "depth_binned_accuracy",
+    "verdict_token_weights",
 )
 
 METHOD = MethodInfo(
@@ -43,10 +44,12 @@ METHOD = MethodInfo(
         "load_hover": f"{_M}.data",
         "load_exfever": f"{_M}.data",
         "depth_binned_accuracy": f"{_M}.analysis",
+        "verdict_token_weights": f"{_M}.warm_start",
+        "verdict_weighted_loss": f"{_M}.warm_start",
         "SCMGRPOConfig": f"{_M}.config",
         "SCMGRPOTrainer": f"{_M}.trainer",
     },
-    public_extras={name: () for name in _PURE_PYTHON},
+    public_extras={name: () for name in (*_PURE_PYTHON, "verdict_weighted_loss")},  # torch only
     citation=(
         "@inproceedings{scmgrpo2026,\n"
         "  title     = {Grounding Multi-Hop Reasoning in Structural Causal Models via Group Relative "
@@ -71,6 +74,7 @@ METHOD = MethodInfo(
         "GRPO settings: num_generations=8, beta=0, loss_type='dapo', scale_rewards='group'",
         "label aliases of HoVer and EX-FEVER",
         "synthetic multi-hop world and its benchmark",
+        "the warm start: SFT with the loss on the verdict tokens weighted up (verdict_weighted_loss)",
     ),
     note=(
         "Only the abstract and introduction were available: the output format, reward terms, weights and "
