@@ -7,7 +7,9 @@ reward: microseconds per completion, and the parser's depth against networkx's l
 Layer 2 is the mechanism demo, on each world of :data:`WORLDS` (a small 2-3 hop world and a 2-4 hop one). A
 config-built 2-layer Llama (hidden 64) with a word-level tokenizer is SFT-trained on the synthetic multi-hop
 world of :func:`hf_ext.scm_grpo.data.make_synthetic_mhfv`, on gold graphs padded with up to ``max_pad``
-redundant evidence nodes, so its graphs start too deep by a varying amount. From that one checkpoint, stock
+redundant evidence nodes, so its graphs start too deep by a varying amount; the loss on the verdict token is
+weighted 10x (:func:`hf_ext.scm_grpo.warm_start.verdict_weighted_loss`), so the start beats chance on the
+label and the correctness-gated depth reward has a signal. From that one checkpoint, stock
 ``trl.GRPOTrainer`` runs each arm on the same prompts, optimiser and budget:
 
 - ``sft_only``: the checkpoint (no RL);
@@ -43,16 +45,17 @@ WORLDS: dict[str, dict[str, Any]] = {  # smallest first; each world has its own 
     "2-3 hops": dict(hops=[2, 3], n_entities=14, n_relations=4, n_distractors=2, max_pad=2),
     "2-4 hops": dict(hops=[2, 3, 4], n_entities=40, n_relations=8, n_distractors=3, max_pad=3),
 }
-SFT_BY_WORLD: dict[str, dict[str, Any]] = {
-    "2-3 hops": dict(steps=150, lr=6e-3),
-    "2-4 hops": dict(steps=800, lr=3e-3),
+SFT_BY_WORLD: dict[str, dict[str, Any]] = {  # the warm start: SFT with the verdict token's loss weighted up
+    "2-3 hops": dict(lr=6e-3, verdict_weight=10.0),
+    "2-4 hops": dict(lr=3e-3, verdict_weight=10.0),
 }
 
 
 @dataclass(frozen=True)
 class Budget:
-    """What one run spends on a world: items, GRPO steps, seeds and arms (never the world itself)."""
+    """What one run spends on a world: items, SFT and GRPO steps, seeds and arms (never the world itself)."""
 
+    sft_steps: int
     n_train: int
     n_test: int
     grpo_steps: int
@@ -61,17 +64,19 @@ class Budget:
 
 
 FULL: dict[str, Budget] = {
-    "2-3 hops": Budget(n_train=500, n_test=300, grpo_steps=40, seeds=2, arms=ARMS),
-    "2-4 hops": Budget(n_train=2000, n_test=300, grpo_steps=80, seeds=2, arms=ARMS),
+    "2-3 hops": Budget(sft_steps=400, n_train=500, n_test=300, grpo_steps=40, seeds=2, arms=ARMS),
+    "2-4 hops": Budget(sft_steps=1600, n_train=2000, n_test=300, grpo_steps=80, seeds=2, arms=ARMS),
 }
 QUICK: dict[str, Budget] = {
-    "2-3 hops": Budget(n_train=500, n_test=100, grpo_steps=12, seeds=1, arms=("A_label_format", "B_scm")),
+    "2-3 hops": Budget(
+        sft_steps=150, n_train=500, n_test=60, grpo_steps=8, seeds=1, arms=("A_label_format", "B_scm")
+    ),
 }
-MICRO = {"full": (10_000, 1000), "quick": (1000, 200)}  # layer 1: completions scored, random DAGs
+MICRO = {"full": (10_000, 1000), "quick": (500, 200)}  # layer 1: completions scored, random DAGs
 GRPO: dict[str, Any] = dict(
     per_device_train_batch_size=32,
     num_generations=8,
-    learning_rate=1e-3,
+    learning_rate=5e-4,
     beta=0.0,
     loss_type="dapo",
     scale_rewards="group",
@@ -258,7 +263,8 @@ def _setting(world: str) -> dict[str, Any]:
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
     """Layer 1 and layer 2 (see the module docstring) on every world of the grid, 2 seeds, 4 arms.
 
-    ``quick``: the smallest world only (same SFT start), A vs B, one seed, 12 GRPO steps, 100 test claims.
+    ``quick``: the smallest world only, a shorter warm start (150 SFT steps), A vs B, one seed, 8 GRPO steps,
+    60 test claims.
     """
     plan = QUICK if quick else FULL
     rows: list[dict[str, Any]] = []
@@ -306,7 +312,7 @@ def _layer2(world: str, budget: Budget, seed: int) -> tuple[dict[str, Any], dict
     with seeded(seed):
         start = tiny_llama(seed, vocab_size=len(tok), max_position_embeddings=128, **MODEL)
         with Timer() as sft_timer:
-            losses = W.sft(start, tok, train, steps=sft["steps"], lr=sft["lr"], batch=SFT_BATCH, seed=seed)
+            losses = W.sft(start, tok, train, steps=budget.sft_steps, **sft, batch=SFT_BATCH, seed=seed)
     evals: dict[str, list[dict[str, Any]]] = {
         "sft_only": [W.evaluate(start, tok, test, max_new_tokens=MAX_NEW)]
     }
@@ -319,7 +325,8 @@ def _layer2(world: str, budget: Budget, seed: int) -> tuple[dict[str, Any], dict
             costs.setdefault(arm, []).append((step_s, share))
     out = {
         "vocab_size": len(tok),
-        "sft": {**sft, "batch": SFT_BATCH, "final_loss": losses[-1], "seconds": sft_timer.seconds},
+        "sft": {**sft, "steps": budget.sft_steps, "batch": SFT_BATCH, "final_loss": losses[-1]},
+        "sft_seconds": sft_timer.seconds,
     }
     return out, evals, costs
 
@@ -351,12 +358,13 @@ def _notes(rows: list[dict[str, Any]], config: dict[str, Any], quick: bool) -> l
         "random DAGs.",
     ]
     for world, out in config["worlds"].items():
-        notes += _world_notes(world, [r for r in rows if r["world"] == world], out["sft"]["seconds"])
+        notes += _world_notes(world, [r for r in rows if r["world"] == world], out["sft_seconds"])
     notes.append(f"Run {config['total_s']:.0f} s, peak RSS {config['peak_rss_mb']:.0f} MB.")
     if quick:
         notes.append(
-            "--quick: the smallest world of the full run (same SFT start), A vs B, one seed, 12 GRPO steps, "
-            "100 held-out claims; the full run adds the 2-4 hop world, arms C and D and a second seed."
+            "--quick: the smallest world of the full run, 150 of its 400 warm-start SFT steps, A vs B, one "
+            "seed, 8 GRPO steps, 60 held-out claims; the full run adds the 2-4 hop world, arms C and D and a "
+            "second seed."
         )
     return notes
 
@@ -377,10 +385,10 @@ def _world_notes(world: str, rows: list[dict[str, Any]], sft_s: float) -> list[s
         ),
         verdict(f"[{world}] B format validity >= 90%", b["format_valid"] >= 0.9, f"{b['format_valid']:.1%}"),
         verdict(
-            f"[{world}] B accuracy within 2 points of A",
-            b["accuracy"] >= a["accuracy"] - 0.02,
+            f"[{world}] B accuracy >= 0.6 and not below A's",
+            b["accuracy"] >= max(0.6, a["accuracy"]),
             f"B {b['accuracy']:.3f} +- {b['accuracy_se']:.3f} vs A {a['accuracy']:.3f} +- "
-            f"{a['accuracy_se']:.3f}",
+            f"{a['accuracy_se']:.3f}; the warm start {sft['accuracy']:.3f}",
         ),
     ]
     if "C_ungated" in by:

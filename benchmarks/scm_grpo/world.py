@@ -49,14 +49,30 @@ def completion_tokens(row: dict[str, Any]) -> list[str]:
 
 
 def sft(
-    model: Any, tok: Any, rows: list[dict[str, Any]], *, steps: int, lr: float, batch: int, seed: int
+    model: Any,
+    tok: Any,
+    rows: list[dict[str, Any]],
+    *,
+    steps: int,
+    lr: float,
+    batch: int,
+    seed: int,
+    verdict_weight: float = 1.0,
 ) -> list[float]:
-    """Teacher-forced SFT on prompt + gold completion (loss on completion tokens only); the loss curve."""
+    """Teacher-forced SFT on prompt + gold completion (loss on completion tokens only); the loss curve.
+
+    ``verdict_weight`` multiplies the loss on the verdict token (the label inside ``<answer>``) against 1 for
+    every other completion token (see :func:`hf_ext.scm_grpo.warm_start.verdict_weighted_loss`).
+    """
+    from hf_ext.scm_grpo.warm_start import verdict_weighted_loss
+
     examples = []
     for row in rows:
         prompt = tok(prompt_text(row))["input_ids"]
         completion = tok.convert_tokens_to_ids(completion_tokens(row)) + [tok.eos_token_id]
-        examples.append((prompt + completion, [0] * len(prompt) + [1] * len(completion)))
+        weights = [1.0] * len(completion)
+        weights[-3] = verdict_weight  # the completion ends "<answer> LABEL </answer> <eos>"
+        examples.append((prompt + completion, [0.0] * len(prompt) + weights))
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50) * (1 - s / steps))
@@ -67,13 +83,14 @@ def sft(
         width = max(len(examples[i][0]) for i in idx)
         ids = torch.full((batch, width), tok.pad_token_id)
         mask = torch.zeros(batch, width, dtype=torch.long)
-        labels = torch.full((batch, width), -100)
+        weight = torch.zeros(batch, width)
         for b, i in enumerate(idx):
-            seq, keep = examples[i]
+            seq, w = examples[i]
             ids[b, : len(seq)] = torch.tensor(seq)
             mask[b, : len(seq)] = 1
-            labels[b, : len(seq)] = torch.where(torch.tensor(keep) == 1, torch.tensor(seq), -100)
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            weight[b, : len(seq)] = torch.tensor(w)
+        logits = model(input_ids=ids, attention_mask=mask).logits
+        loss = verdict_weighted_loss(logits[:, :-1], ids[:, 1:], weight[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

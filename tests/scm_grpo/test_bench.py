@@ -64,6 +64,7 @@ def test_every_world_of_the_grid_tokenizes_and_the_quick_plan_is_a_slice() -> No
         full = bench.FULL[world]
         assert quick.n_train <= full.n_train and quick.n_test <= full.n_test
         assert quick.grpo_steps <= full.grpo_steps and quick.seeds <= full.seeds
+        assert quick.sft_steps <= full.sft_steps
         assert set(quick.arms) <= set(full.arms)
 
 
