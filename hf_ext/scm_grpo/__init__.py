@@ -2,8 +2,9 @@
 
 ``core`` (stdlib parser, graph, depth and reward math), ``rewards`` (trl reward callables), ``prompt``,
 ``data`` (HoVer / EX-FEVER loaders, synthetic world, dataset checks), ``analysis`` (accuracy by depth),
-``config`` and ``trainer`` (thin ``GRPOConfig`` / ``GRPOTrainer`` wiring). The benchmark and its tiny world
-model are ``benchmarks/scm_grpo`` in the source repository.
+``warm_start`` (the verdict-weighted SFT loss), ``config`` and ``trainer`` (thin ``GRPOConfig`` /
+``GRPOTrainer`` wiring). The benchmark and its tiny world model are ``benchmarks/scm_grpo`` in the source
+repository.
 """
 
 from hf_ext._lazy import lazy_package
