@@ -70,6 +70,7 @@ def test_verdict_weights_on_a_hover_completion(hover_rows: list[dict[str, Any]])
     assert verdict == ["NOT_SUPPORTED"] and weights.count(1.0) == len(weights) - 1
 
 
+@pytest.mark.slow
 @requires("trl")
 def test_two_grpo_steps_on_the_hover_file(hover_rows: list[dict[str, Any]], make_args: Any) -> None:
     from datasets import Dataset
