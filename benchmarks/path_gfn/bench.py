@@ -38,7 +38,7 @@ PLANS: dict[bool, dict[str, Any]] = {
         "rsrwm": True,
     },
     True: {
-        "bits_steps": 600,
+        "bits_steps": 400,
         "n_seeds": 1,
         "full_reference": False,
         "grid_size": 0,
@@ -51,7 +51,7 @@ PLANS: dict[bool, dict[str, Any]] = {
 
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
     """Full: bits L = 8, 3000 TB steps, 2 seeds (R-SRWM one); 8x8 grid, 1500 steps per loss, 1 seed
-    (about 8 min on two cores). Quick: bits L = 8 on aliased features, Markov vs PD-GRU, 600 TB steps,
+    (about 8 min on two cores). Quick: bits L = 8 on aliased features, Markov vs PD-GRU, 400 TB steps,
     one seed."""
     plan = PLANS[quick]
     seeds = tuple(seed + i for i in range(plan["n_seeds"]))

@@ -1,4 +1,4 @@
-"""The benchmark's quick run (also the tour) end to end: bits L = 8, aliased, Markov vs PD-GRU, 600 steps."""
+"""The benchmark's quick run (also the tour) end to end: bits L = 8, aliased, Markov vs PD-GRU, 400 steps."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_quick_report(quick_report):
     assert {METHOD, "Markov MLP", "uniform policy (untrained)"} <= systems
     assert all(0 <= r["L1"] <= 2 for r in report.rows)
     gru = next(r for r in report.rows if r["system"] == METHOD)
-    assert abs(gru["true logZ"] - 2.814) < 1e-3 and gru["steps"] == 600 and gru["params"] > 0
+    assert abs(gru["true logZ"] - 2.814) < 1e-3 and gru["steps"] == 400 and gru["params"] > 0
     assert (
         report.notes and report.to_json(method="path_gfn", quick=True, seed=0)["headline"]["figure"] == "L1"
     )
