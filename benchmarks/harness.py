@@ -284,6 +284,14 @@ def progress(
     return tqdm(iterable, total=total, desc=desc, unit=unit, file=sys.stderr, leave=False, disable=False)
 
 
+def full_size_claim(method_id: str) -> str:
+    """What a quick row says when its slice cannot show the claim: the method's last full-run verdict, read
+    from its docs page's ``**Last full run:**`` line (one source for the figures, as in the README)."""
+    from hf_ext._readme import last_full_run
+
+    return f"claim shown at full size only (last full run: {last_full_run(method_id)})"
+
+
 def verdict(target: str, met: bool, detail: str) -> str:
     """One note line judging a target from measured figures: ``"<target>: MET (<detail>)"`` or ``MISSED``."""
     return f"{target}: {'MET' if met else 'MISSED'} ({detail})"

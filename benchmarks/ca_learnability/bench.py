@@ -22,7 +22,15 @@ from typing import Any
 import numpy as np
 
 from benchmarks.ca_learnability.tables import correlation_rows, cost_rows, predictor_rows
-from benchmarks.harness import BenchReport, Headline, Timer, pinned_threads, progress, verdict
+from benchmarks.harness import (
+    BenchReport,
+    Headline,
+    Timer,
+    full_size_claim,
+    pinned_threads,
+    progress,
+    verdict,
+)
 from hf_ext.ca_learnability.analysis import learnability_correlations
 from hf_ext.ca_learnability.automata import sample_rules
 from hf_ext.ca_learnability.config import LearnabilityConfig
@@ -132,9 +140,9 @@ def _report(plan: Plan, *, seed: int) -> BenchReport:
     )
 
 
-# What the last full run measured (docs/methods/ca_learnability.md): 8 rules give rho intervals about 1 wide,
-# so a slice's headline is a smoke check and its row points to the full-size figures.
-FULL_RUN_CLAIM = "claim shown at full size only: CNN |rho| 0.49 vs 0.41 for W=0, 30 rules, seed 0"
+# 8 rules give rho intervals about 1 wide, so a slice's headline is a smoke check and its row points to the
+# full-size figures.
+FULL_RUN_CLAIM = full_size_claim("ca_learnability")
 
 
 def _what(plan: Plan) -> str:

@@ -28,6 +28,7 @@ from benchmarks.harness import (
     BenchReport,
     Headline,
     Timer,
+    full_size_claim,
     interleaved_times,
     mean_se,
     pinned_threads,
@@ -54,10 +55,9 @@ SYSTEMS = {
 }
 SMALL_SUITE = ("gaussian_noise", "shot_noise", "defocus_blur", "contrast", "jpeg_compression", "pixelate")
 QUICK_SUITE = ("gaussian_noise", "defocus_blur", "contrast", "jpeg_compression")
-# What the last full run measured (docs/methods/dem_hec.md). One step per recipe cannot separate the recipes
-# (the ball-based ones end within noise of each other on 200 corrupted test images), so the quick row points
-# to the full-size figures.
-FULL_RUN_CLAIM = "claim shown at full size only: mCE 83.3 vs 94.3 for AugMix FT, 2 seeds"
+# One step per recipe cannot separate the recipes (the ball-based ones end within noise of each other on 200
+# corrupted test images), so the quick row points to the full-size figures.
+FULL_RUN_CLAIM = full_size_claim("dem_hec")
 
 
 # The full run's one setting, shared by the quick run: pretrained EfficientNet-lite0 with a linear-probed
