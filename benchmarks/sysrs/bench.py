@@ -20,7 +20,15 @@ from typing import Any
 import numpy as np
 
 from benchmarks.harness import BenchReport, Headline, Timer, verdict
-from benchmarks.sysrs._grid import HIGH_RHO, grid_cells, grid_rows, grid_summary
+from benchmarks.sysrs._grid import (
+    HIGH_RHO,
+    PAPER_SCHEDULE,
+    grid_cells,
+    grid_matrix,
+    grid_rows,
+    grid_summary,
+)
+from benchmarks.sysrs._paired import Errors, extended_errors, paired_rows, run_errors
 from benchmarks.sysrs._search import SEARCH_BUDGET, search_rows, search_settings
 from benchmarks.sysrs.figures import (
     DELTA,
@@ -37,6 +45,7 @@ from benchmarks.sysrs.matrices import (
     sklearn_correctness_matrix,
 )
 from hf_ext.sysrs.core import sr_schedule
+from hf_ext.sysrs.simulation import simulate
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +53,8 @@ TARGET_RATIO = 0.5
 SWEEP = (0.0, 0.25, 0.5, 0.75, 0.9, 0.95)
 SWEEP_ACCURACIES = tuple(np.linspace(0.60, 0.70, 10).round(4).tolist())
 SWEEP_BUDGET = 6000
+PAIRED_REPS = 2000
+"""Runs per setting of the long paired comparison of SySRs, its SR-schedule variant and the best baseline."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +111,15 @@ def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
     if quick:
         quick_settings = tuple(s for s in SETTINGS if s.quick)
         return _report(quick_settings, reps=100, factor=1.5, seed=seed, regime=grid_cells(True))
-    return _report(SETTINGS, reps=400, factor=1.2, seed=seed, regime=grid_cells(False), search_seeds=10)
+    return _report(
+        SETTINGS,
+        reps=400,
+        factor=1.2,
+        seed=seed,
+        regime=grid_cells(False),
+        search_seeds=10,
+        paired_reps=PAIRED_REPS,
+    )
 
 
 def _report(
@@ -111,6 +130,7 @@ def _report(
     seed: int,
     regime: list[dict[str, Any]] | None = None,
     search_seeds: int = 0,
+    paired_reps: int = 0,
 ) -> BenchReport:
     mats, build_s = {}, {}
     for s in settings:
@@ -118,21 +138,46 @@ def _report(
             mats[s.name] = s.build()
         build_s[s.name] = t.seconds
     fixed, needed = [], []
+    real_errors: Errors = {}
     for s in settings:
         S, corr = mats[s.name], mean_pairwise_correlation(mats[s.name])
         for b in s.budgets:
-            fixed += fixed_budget_rows(s.name, S, b, corr, reps, seed)
+            errors = real_errors if s.kind == "real" else None
+            fixed += fixed_budget_rows(s.name, S, b, corr, reps, seed, errors)
+            if errors is not None:
+                paper = simulate(S, b, "sysrs", reps=reps, seed=seed, schedule="sr")
+                errors[((s.name, b), PAPER_SCHEDULE)] = run_errors(paper)
         needed += fixed_confidence_rows(s.name, S, corr, factor, reps, seed)
         logger.info("sysrs bench: %s done", s.name)
-    regime_rows = grid_rows(regime or [], reps=reps, seed=seed)
+    grid_errors: Errors = {}
+    regime_rows = grid_rows(regime or [], reps=reps, seed=seed, errors=grid_errors)
     summary = grid_summary(regime_rows) if regime_rows else []
+    paired = (paired_rows(grid_errors, "regime grid") if grid_errors else []) + (
+        paired_rows(real_errors, "real data") if real_errors else []
+    )
     searches = search_rows(range(seed, seed + search_seeds)) if search_seeds else []
     real = {s.name for s in settings if s.kind == "real"}
     over = ("real data", real) if real else ("every matrix", set(mats))
     means = [_mean_row(fixed, system, *over) for system in SYSTEMS]
     headline = Headline.from_rows(means, "error_rate", higher_is_better=False, method_system=METHOD)
+    if paired_reps:
+        rivals: dict[str, tuple[dict[Any, tuple[np.ndarray, int]], str]] = {
+            "regime grid": (
+                {(c["rho"], c["budget"], c["K"]): (grid_matrix(c), c["budget"]) for c in regime or []},
+                min((r for r in summary if r["is_baseline"]), key=lambda r: r["mean_error"])["system"],
+            ),
+            "real data": (
+                {(s.name, b): (mats[s.name], b) for s in settings if s.kind == "real" for b in s.budgets},
+                headline.best_baseline_system,
+            ),
+        }
+        for scope, (problems, best) in rivals.items():
+            systems = {METHOD: ("sysrs", {}), PAPER_SCHEDULE: ("sysrs", {"schedule": "sr"})}
+            systems[best] = (SYSTEMS[best], {})
+            errors = extended_errors(problems, systems, reps=paired_reps, seed=seed)
+            paired += paired_rows(errors, f"{scope} (extended)")
     return BenchReport(
-        rows=means + fixed + needed + summary + regime_rows + searches,
+        rows=means + fixed + needed + summary + paired + regime_rows + searches,
         headline=headline,
         config={
             "reps": reps,
@@ -149,6 +194,7 @@ def _report(
         what=_what(settings, reps),
         notes=_notes(fixed, needed, settings, mats, build_s)
         + _regime_notes(summary)
+        + _paired_notes(paired)
         + _search_notes(searches),
         settings=_grid_of(settings) + (regime or []) + (search_settings() if search_seeds else []),
     )
@@ -174,6 +220,32 @@ def _regime_notes(summary: list[dict[str, Any]]) -> list[str]:
             f"{next(r for r in summary if r['system'] == 'SR')['mean_error_rho>=0.7']:.3f}",
         )
     )
+    return lines
+
+
+def _paired_notes(paired: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for scope in ("regime grid", "real data"):
+        long = {
+            r["system"]: r for r in paired if r["table"] == f"paired {scope} (extended)" and r["is_baseline"]
+        }
+        rows = [
+            long.get(r["system"], r) for r in paired if r["table"] == f"paired {scope}" and r["is_baseline"]
+        ]
+        if not rows:
+            continue
+        worst = max(rows, key=lambda r: r["ci_high"])
+        lines.append(
+            verdict(
+                f"{scope.capitalize()}: SySRs below every baseline (paired 95% interval below 0)",
+                worst["ci_high"] < 0,
+                "; ".join(
+                    f"vs {r['system']} {r['mean_diff']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}], "
+                    f"{r['runs']} runs"
+                    for r in sorted(rows, key=lambda r: -r["mean_diff"])[:2]
+                ),
+            )
+        )
     return lines
 
 

@@ -83,12 +83,21 @@ def final_duel(S: np.ndarray, budget: int) -> str:
 
 
 def fixed_budget_rows(
-    name: str, S: np.ndarray, budget: int, corr: float, reps: int, seed: int
+    name: str,
+    S: np.ndarray,
+    budget: int,
+    corr: float,
+    reps: int,
+    seed: int,
+    errors: dict[tuple[Any, str], np.ndarray] | None = None,
 ) -> list[dict[str, Any]]:
+    """One row per system at a fixed budget; ``errors`` receives the per-run error indicators."""
     rows = []
     for system, algo in SYSTEMS.items():
         with Timer() as t:
             out = simulate(S, budget, algo, reps=reps, seed=seed)
+        if errors is not None:
+            errors[((name, budget), system)] = ~np.isin(out["picks"], out["best"])
         rows.append(
             {
                 "system": system,

@@ -21,6 +21,7 @@ METHOD = MethodInfo(
         "BestArmScheduler": "hf_ext.sysrs.scheduler",
         "Batch": "hf_ext.sysrs.scheduler",
         "sr_schedule": "hf_ext.sysrs.core",
+        "steep_schedule": "hf_ext.sysrs.core",
         "halving_last_phase_schedule": "hf_ext.sysrs.core",
         "SequentialHalving": "hf_ext.sysrs.baselines",
         "UniformAllocation": "hf_ext.sysrs.baselines",
@@ -44,7 +45,8 @@ METHOD = MethodInfo(
     ),
     reconstructed=(
         "SySRs elimination statistic: lowest mean on the shared queries (paper's exact statistic unknown)",
-        "SySRs keeps the classical SR phase lengths",
+        "SySRs's default phase lengths: n_k proportional to (K+1-k)^-1.75 (steep_schedule; SR's ^-1 is "
+        "schedule='sr')",
         "finite-benchmark rules: counts capped at n_queries, budget >= K*N evaluates everything",
         "zero-size phases eliminate on the data already seen",
         "NaN policies zero / drop_query",

@@ -49,6 +49,7 @@ def simulate(
     nan_policy: str = "zero",
     score_range: tuple[float, float] | None = None,
     statistic: Any = "mean",
+    **scheduler_kwargs: Any,
 ) -> dict[str, Any]:
     """Repeat one identification run ``reps`` times on the score matrix ``S`` and summarise the outcome.
 
@@ -62,6 +63,8 @@ def simulate(
         nan_policy: ``"zero"`` or ``"drop_query"``; also defines the ground truth (:func:`true_means`).
         score_range: ``(lo, hi)`` of the raw scores, rescaled to [0, 1].
         statistic: Elimination statistic passed to the scheduler (see ``SuccessiveRejects``).
+        **scheduler_kwargs: Further scheduler parameters, e.g. ``schedule="sr"`` for SySRs with SR's (the
+            paper's) phase schedule.
 
     Returns:
         A dict with ``error_rate`` (share of runs not picking a best model; ties in the true means all count
@@ -79,7 +82,11 @@ def simulate(
     S = check_score_matrix(S, score_range)
     means = true_means(S, nan_policy)
     best = np.flatnonzero(means >= means.max() - 1e-12)
-    runs = list(iter_runs(S, budget, algorithm, reps, seed, nan_policy=nan_policy, statistic=statistic))
+    runs = list(
+        iter_runs(
+            S, budget, algorithm, reps, seed, nan_policy=nan_policy, statistic=statistic, **scheduler_kwargs
+        )
+    )
     picks = np.array([p for p, _ in runs])
     return {
         "error_rate": float(np.mean(~np.isin(picks, best))),

@@ -42,9 +42,17 @@ def test_quick_run_is_a_slice_and_reports_targets(quick_report) -> None:
     report = quick_report("sysrs")
     check_slice(report.settings, bench.grid(), method="sysrs")
     systems = {r["system"] for r in report.rows}
-    assert systems == {"uniform", "uniform-synced", "SR", "SySRs", "SH", "SH-synced"}  # no search in quick
-    assert len([r for r in report.rows if r["table"] == "regime grid"]) == 8 * 6  # rho x budget at K = 5
+    baselines = {"uniform", "uniform-synced", "SR", "SH", "SH-synced"}
+    assert systems == baselines | {"SySRs", "SySRs (SR schedule)"}  # no search in quick
+    assert len([r for r in report.rows if r["table"] == "regime grid"]) == 8 * 7  # rho x budget at K = 5
     assert any(n.startswith("Regime grid: SySRs has the lowest mean error") for n in report.notes)
+    for scope, runs in (("regime grid", 8 * 100), ("real data", 4 * 100)):
+        paired = {r["system"]: r for r in report.rows if r["table"] == f"paired {scope}"}
+        assert set(paired) == baselines | {"SySRs (SR schedule)"}
+        assert all(
+            r["runs"] == runs and r["ci_low"] <= r["mean_diff"] <= r["ci_high"] for r in paired.values()
+        )
+        assert any(n.startswith(f"{scope.capitalize()}: SySRs below every baseline") for n in report.notes)
     assert report.headline.figure == "error_rate" and report.headline.best_baseline_system != "SySRs"
     assert all(r["max_spent"] <= r["budget"] for r in report.rows if r["table"] == "fixed budget")
     means = [r for r in report.rows if r["table"] == "mean over real data"]

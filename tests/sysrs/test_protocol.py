@@ -179,7 +179,11 @@ def test_recommend_allow_partial_does_not_change_the_run() -> None:
         ({"score_range": (0, float("inf"))}, ValueError, "`score_range\\[1\\]` must be a finite float"),
         ({"statistic": "median"}, ValueError, "`statistic` must be one of 'mean', got 'median'. Or pass"),
         ({"synchronized": 1}, TypeError, "`synchronized` must be a bool, got 1"),
-        ({"last_phase": "sh"}, ValueError, "`last_phase` must be one of 'sr', 'halving', got 'sh'"),
+        (
+            {"schedule": "sh"},
+            ValueError,
+            "`schedule` must be one of 'auto', 'steep', 'sr', 'halving', got 'sh'",
+        ),
     ],
 )
 def test_constructor_errors(kwargs: dict, error: type, match: str) -> None:

@@ -15,6 +15,7 @@ from hf_ext.sysrs.core import (
     halving_last_phase_schedule,
     logbar,
     sr_schedule,
+    steep_schedule,
 )
 
 
@@ -75,12 +76,52 @@ def test_halving_last_phase_gives_the_final_pair_halvings_count_within_budget() 
         assert n == sr or n[-1] > sr[-1], (k, b)  # unchanged unless the last phase grows
 
 
-def test_last_phase_option_sets_the_plan_and_the_config() -> None:
-    paper = SySRs(5, 3000, budget=2000)
-    assert paper.last_phase == "sr" and [c for c, _ in paper._plan] == list(sr_schedule(5, 2000))
-    halving = SuccessiveRejects(5, 3000, budget=2000, synchronized=True, last_phase="halving")
+def test_steep_schedule_hand_computed() -> None:
+    # K = 4, B = 20, a = 1.75: Z = 2 * 2^-1.75 + 3^-1.75 + 4^-1.75 = 0.82923; n_k = 16 / (Z (5 - k)^1.75)
+    # = 1.71, 2.82, 5.74 -> (2, 3, 6), cost 2 + 3 + 6 + 6 = 17.
+    assert steep_schedule(4, 20) == (2, 3, 6)
+    assert steep_schedule(5, 2000) == (135, 199, 329, 668)
+    assert steep_schedule(2, 10) == sr_schedule(2, 10) == (4,)  # one duel: every exponent gives (B - 2) / 2
+    assert steep_schedule(11, 3000, exponent=1) == sr_schedule(11, 3000)
+
+
+def test_steep_schedule_within_budget_and_monotone() -> None:
+    pairs = [(k, b) for k in range(2, 51) for b in (k + 1, k + 2, 2 * k, 3 * k, 1000, 1275, 10**5)]
+    pairs += [(int(k), int(b)) for k, b in np.random.default_rng(1).integers((2, 3), (51, 10**5), (500, 2))]
+    for k, b in pairs:
+        b = max(b, k + 1)
+        for a in (1.75, 2.0, 3.0):
+            n = steep_schedule(k, b, a)
+            assert sum(n) + n[-1] <= b, (k, b, a)
+            assert all(x <= y for x, y in zip(n, n[1:])), (k, b, a)
+            assert n[0] >= 1, (k, b, a)
+    big, sr = steep_schedule(10, 6000), sr_schedule(10, 6000)
+    assert big[-1] > sr[-1] and big[0] < sr[0]  # queries move from the first eliminations to the last
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"budget": 5}, ValueError, "`budget` must be an int >= 6, got 5"),
+        ({"n_models": 1}, ValueError, "`n_models` must be an int >= 2, got 1"),
+        ({"exponent": 0}, ValueError, "`exponent` must be a finite float > 0, got 0"),
+        ({"exponent": "steep"}, TypeError, "`exponent` must be a finite float > 0, got 'steep'"),
+    ],
+)
+def test_steep_schedule_bad_inputs(kwargs: dict, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        steep_schedule(**({"n_models": 5, "budget": 100} | kwargs))
+
+
+def test_schedule_option_sets_the_plan_and_the_config() -> None:
+    default = SySRs(5, 3000, budget=2000)
+    assert default.schedule == "steep" and [c for c, _ in default._plan] == list(steep_schedule(5, 2000))
+    assert SuccessiveRejects(5, 3000, budget=2000).schedule == "sr"  # classical SR keeps its schedule
+    paper = SySRs(5, 3000, budget=2000, schedule="sr")
+    assert [c for c, _ in paper._plan] == list(sr_schedule(5, 2000))
+    halving = SuccessiveRejects(5, 3000, budget=2000, synchronized=True, schedule="halving")
     assert [c for c, _ in halving._plan] == list(halving_last_phase_schedule(5, 2000))
-    assert halving.state_dict()["config"]["last_phase"] == "halving"
+    assert halving.state_dict()["config"]["schedule"] == "halving"
     with pytest.raises(ValueError, match="saved with config"):
         paper.load_state_dict(halving.state_dict())
 
