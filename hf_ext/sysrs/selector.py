@@ -35,8 +35,8 @@ class BestModelIdentifier(BaseEstimator):
     :class:`~hf_ext.estimators.sysrs.SySRsSearchCV`.
 
     SySRs is Successive Rejects on shared queries [reconstructed from the abstract of arXiv 2606.07726: the
-    elimination statistic (lowest mean on the shared queries), the classical SR phase lengths and the
-    finite-benchmark rules are ours].
+    elimination statistic (lowest mean on the shared queries) and the finite-benchmark rules are ours; its
+    phase lengths are hf-ext's steep schedule, :func:`~hf_ext.sysrs.core.steep_schedule`].
 
     Parameters
     ----------
