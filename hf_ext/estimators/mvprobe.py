@@ -90,23 +90,36 @@ def _check_shape(est: BaseEstimator, W: np.ndarray) -> None:
 EPOCHS_SMALL = 150
 
 
-def probe_sizes(n_models: int, paper_epochs: int = 3000) -> dict[str, int]:
-    """What ``"auto"`` resolves to for a zoo of ``n_models`` weight matrices [reconstructed].
+#: Points on a probed layer's longer side from which ``"auto"`` doubles the probe width.
+LARGE_LAYER = 64
+
+
+def probe_sizes(
+    n_models: int, paper_epochs: int = 3000, weight_shape: tuple[int, ...] | None = None
+) -> dict[str, int]:
+    """What ``"auto"`` resolves to for a zoo of ``n_models`` weight matrices of shape ``weight_shape``
+    ``(d_H, d_W)`` [reconstructed].
 
     The paper's sizes (``n_probes = proj_dim = 128``, ``rep_dim = 512``, 3000 epochs for MVProbe, 500 for
     ProbeX) suit zoos of thousands of models; a few hundred overfit such a probe and pay minutes for it. The
-    width ``r = p`` is 16 below 1000 models and doubles with every doubling of the zoo, up to 128 from 4000
-    models on; ``rep_dim = 4 r``; the epochs grow linearly with the width, from ``EPOCHS_SMALL`` at
-    ``r = 16`` to ``paper_epochs`` at ``r = 128``.
+    zoo's width is 16 below 1000 models and doubles with every doubling of the zoo, up to 128 from 4000
+    models on. A layer with at least ``LARGE_LAYER`` (64) rows or columns doubles it once more (up to 128):
+    each branch's projection ``Linear(d -> p)`` squeezes ``d`` points into ``p``, and at ``p = 16`` a 64- or
+    72-point side loses what a 32-wide probe keeps. ``r = p`` = that width, ``rep_dim = 4 r``; the epochs
+    follow the zoo's width alone, from ``EPOCHS_SMALL`` at 16 to ``paper_epochs`` at 128.
 
     >>> probe_sizes(300)
     {'n_probes': 16, 'proj_dim': 16, 'rep_dim': 64, 'max_epochs': 150}
+    >>> probe_sizes(300, weight_shape=(64, 64))
+    {'n_probes': 32, 'proj_dim': 32, 'rep_dim': 128, 'max_epochs': 150}
     >>> probe_sizes(5000)["n_probes"], probe_sizes(5000)["max_epochs"]
     (128, 3000)
     """
-    width = int(min(128, 16 * 2 ** max(0, int(np.floor(np.log2(max(n_models, 1) / 500))))))
+    zoo_width = int(min(128, 16 * 2 ** max(0, int(np.floor(np.log2(max(n_models, 1) / 500))))))
+    large = weight_shape is not None and max(weight_shape) >= LARGE_LAYER
+    width = min(128, 2 * zoo_width) if large else zoo_width
     small = min(EPOCHS_SMALL, paper_epochs)
-    epochs = int(round(small + (paper_epochs - small) * (width - 16) / (128 - 16)))
+    epochs = int(round(small + (paper_epochs - small) * (zoo_width - 16) / (128 - 16)))
     return {"n_probes": width, "proj_dim": width, "rep_dim": 4 * width, "max_epochs": epochs}
 
 
@@ -164,7 +177,7 @@ class _WeightProbe(ClassifierMixin, TransformerMixin, BaseEstimator):
         if standardize:
             _warn_constant(W)
         self.weight_shape_ = tuple(int(d) for d in W.shape[1:])
-        sizes = probe_sizes(len(W), self._PAPER_EPOCHS)
+        sizes = probe_sizes(len(W), self._PAPER_EPOCHS, self.weight_shape_)
         self.n_probes_, self.proj_dim_, self.rep_dim_, self.max_epochs_ = (
             sizes[key] if getattr(self, key) == "auto" else int(getattr(self, key)) for key in sizes
         )
@@ -335,8 +348,9 @@ _PROBE_DOC = """
     Parameters
     ----------
     n_probes : int or "auto", default="auto"
-        ``r``, learned probe vectors per branch. ``"auto"`` sizes it by the number of models in ``fit``
-        (:func:`probe_sizes`: 16 below 1000 models, the paper's 128 from 4000 on).
+        ``r``, learned probe vectors per branch. ``"auto"`` sizes it by the number of models in ``fit`` and
+        the probed layer's shape (:func:`probe_sizes`: 16 below 1000 models, 32 there if the layer has 64 or
+        more rows or columns, the paper's 128 from 4000 models on).
     proj_dim : int or "auto", default="auto"
         ``p``, projection width of each branch's point axis; ``"auto"``: equal to ``r``.
     rep_dim : int or "auto", default="auto"

@@ -161,12 +161,29 @@ def test_auto_sizes_follow_the_zoo_size():
     assert probe_sizes(10**6, paper_epochs=500)["max_epochs"] == 500
     widths = [probe_sizes(n)["n_probes"] for n in range(1, 9000, 250)]
     assert widths == sorted(widths)
+    # a layer with >= 64 rows or columns doubles the width once (up to 128); the epochs follow the zoo
+    assert probe_sizes(300, weight_shape=(64, 64)) == {
+        "n_probes": 32,
+        "proj_dim": 32,
+        "rep_dim": 128,
+        "max_epochs": 150,
+    }
+    assert probe_sizes(300, weight_shape=(16, 72))["n_probes"] == 32
+    assert probe_sizes(300, weight_shape=(63, 63))["n_probes"] == 16
+    assert probe_sizes(1000, weight_shape=(64, 8)) == probe_sizes(1000) | {
+        "n_probes": 64,
+        "proj_dim": 64,
+        "rep_dim": 256,
+    }
+    assert probe_sizes(5000, weight_shape=(4096, 4096)) == probe_sizes(5000)
     X, y = np.random.RandomState(0).randn(20, 4, 3), np.arange(20) % 2
     for cls in (MVProbeClassifier, ProbeXClassifier):
         clf = cls(max_epochs=2, random_state=0).fit(X, y)
         assert (clf.n_probes_, clf.proj_dim_, clf.rep_dim_, clf.max_epochs_) == (16, 16, 64, 2)
         assert clf.module_.encoder.in_features % (16 * 16) == 0
         assert cls(random_state=0).get_params()["n_probes"] == "auto"
+    wide = MVProbeClassifier(max_epochs=1, random_state=0).fit(np.random.RandomState(0).randn(20, 2, 64), y)
+    assert (wide.n_probes_, wide.proj_dim_, wide.rep_dim_) == (32, 32, 128)
 
 
 def test_one_d_labels_use_softmax():
