@@ -107,3 +107,20 @@ class NoisyJudge:
                 item["points"] = min(1.0, max(0.0, item["points"] + rng.choice((-1.0, 1.0))))
         reply["total"] = sum(i["points"] for i in reply["items"])
         return json.dumps(reply)
+
+
+def char_tokenizer() -> Any:
+    """A character-level ``PreTrainedTokenizerFast`` over printable ASCII (ids 0-3: ``<pad> <bos> <eos>
+    <unk>``): it writes any JSON grade, unlike a word-level tokenizer. No chat template."""
+    import string
+
+    from tokenizers import Tokenizer, decoders, models
+    from transformers import PreTrainedTokenizerFast
+
+    chars = [c for c in string.printable if c not in "\t\r\x0b\x0c"]
+    vocab = {t: i for i, t in enumerate(["<pad>", "<bos>", "<eos>", "<unk>", *chars])}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
+    core.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, unk_token="<unk>", pad_token="<pad>", bos_token="<bos>", eos_token="<eos>"
+    )

@@ -4,11 +4,13 @@
 pipeline) locally; :class:`OpenAICompatibleBackend` posts to an OpenAI-compatible ``/chat/completions``
 URL (vLLM, TGI, llama.cpp server or a hosted API); :class:`CallableBackend` wraps a function. A stronger
 grader is a one-line swap of the backend. When the last message is an assistant turn, the backend
-continues it and the reply includes that opening.
+continues it and the reply includes that opening. A backend whose ``__call__`` takes a keyword ``question``
+gets the :class:`~hf_ext.ai_grading.Question` being graded (for constrained decoding).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import urllib.request
@@ -16,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from hf_ext._registry import paper
-from hf_ext._validation import check_bool, check_float, check_int
+from hf_ext._validation import check_bool, check_choice, check_float, check_int
 
 logger = logging.getLogger(__name__)
 Messages = Sequence[dict[str, str]]
@@ -24,6 +26,10 @@ Messages = Sequence[dict[str, str]]
 
 class GraderBackend(Protocol):
     def __call__(self, messages: Messages, *, seed: int, temperature: float) -> str: ...
+
+
+DECODINGS = ("free", "constrained", "expected")
+MIN_SHARED = 16  # tokens: a shorter shared prompt prefix is not worth keeping
 
 
 def _prefix(messages: Messages) -> str:
@@ -65,9 +71,18 @@ class TransformersBackend:
         tokenizer: The model's tokenizer (taken from the pipeline when ``model`` is one).
         max_new_tokens: Reply length cap, defaults to 256.
         stop_at_json: Stop generating once the reply holds a complete JSON object, defaults to True.
+        decoding: ``"free"`` (``model.generate``, the default), ``"constrained"`` (the reply can only be a
+            valid compact grade with points from the allowed set: :class:`~hf_ext.ai_grading.GradeGrammar`,
+            walked by :func:`~hf_ext.ai_grading.decode_grade`) or ``"expected"`` (the same pass, each item's
+            points = the model's probability-weighted mean over the allowed points). Constrained replies
+            carry ``confidence`` = the smallest probability of a chosen value; they need the ``question``
+            keyword, which :class:`~hf_ext.ai_grading.RubricGrader` passes.
+        points_step: Allowed points of constrained decoding: multiples of this, defaults to 0.5.
         **generate_kwargs: Passed to ``model.generate``.
 
     A tokenizer without a chat template (e.g. Gemma-3-270M base) gets :func:`plain_layout`, with one warning.
+    Constrained decoding keeps the model state after the longest prompt prefix shared with the previous call
+    (the system prompt and few-shot examples), so that prefix runs once.
 
     Example:
         >>> backend = TransformersBackend.from_pretrained("Qwen/Qwen2.5-1.5B-Instruct")  # doctest: +SKIP
@@ -82,6 +97,8 @@ class TransformersBackend:
         *,
         max_new_tokens: int = 256,
         stop_at_json: bool = True,
+        decoding: str = "free",
+        points_step: float = 0.5,
         **generate_kwargs: Any,
     ) -> None:
         if tokenizer is None and hasattr(model, "tokenizer") and hasattr(model, "model"):
@@ -93,8 +110,13 @@ class TransformersBackend:
         self.model, self.tokenizer = model, tokenizer
         self.max_new_tokens = check_int("max_new_tokens", max_new_tokens, low=1)
         self.stop_at_json = check_bool("stop_at_json", stop_at_json)
+        self.decoding = check_choice("decoding", decoding, DECODINGS)
+        self.points_step = check_float("points_step", points_step, low=0, low_open=True)
         self.generate_kwargs = generate_kwargs
+        self.last_decoding: Any = None
         self._warned = False
+        self._last_ids: list[int] = []
+        self._shared: tuple[list[int], Any, Any] | None = None
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, **kwargs: Any) -> TransformersBackend:
@@ -137,10 +159,64 @@ class TransformersBackend:
 
         return _JSONEnd()
 
-    def __call__(self, messages: Messages, *, seed: int, temperature: float) -> str:
+    def _prompt_state(self, ids: list[int]) -> tuple[list[int], Any]:
+        """``(ids still to run, (logits, cache) after the shared prefix, or None)``.
+
+        The shared prefix is set from the first two prompts' common start and only ever shortened, to the
+        part a later prompt shares, so it converges on the system prompt and the few-shot examples."""
+        import torch
+
+        from hf_ext.ai_grading.constrained import _Forward
+
+        def common(a: list[int], b: list[int]) -> int:
+            n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            return min(n, len(ids) - 1)  # one token is always left to run
+
+        shared, last, self._last_ids = self._shared, self._last_ids, ids
+        n = -1
+        if shared is not None and ids[: len(shared[0])] != shared[0]:
+            n = common(ids, shared[0])
+        elif shared is None:
+            n = common(ids, last)
+        if n >= 0:
+            self._shared = shared = None
+            if n >= MIN_SHARED:
+                with torch.no_grad():
+                    logits, cache = _Forward(self.model)(ids[:n], None)
+                self._shared = shared = (ids[:n], logits, cache)
+        if shared is None:
+            return ids, None
+        return ids[len(shared[0]) :], (shared[1], copy.deepcopy(shared[2]))
+
+    def _constrained(
+        self, prompt: str, messages: Messages, question: Any, seed: int, temperature: float
+    ) -> str:
+        from hf_ext.ai_grading.constrained import GradeGrammar, decode_grade
+
+        if question is None:
+            raise ValueError(
+                f"`question` must be given with decoding={self.decoding!r} (RubricGrader passes it), "
+                "got None."
+            )
+        grammar = GradeGrammar(
+            question, self.tokenizer, points_step=self.points_step, prefix=_prefix(messages)
+        )
+        ids = self.tokenizer(prompt, add_special_tokens=not self.tokenizer.chat_template)["input_ids"]
+        rest, state = self._prompt_state(list(ids))
+        result = decode_grade(
+            self.model, grammar, rest, temperature=temperature, seed=seed, prompt_state=state
+        )
+        self.last_decoding = result
+        return _prefix(messages) + result.text(
+            "constrained" if self.decoding == "constrained" else "expected"
+        )
+
+    def __call__(self, messages: Messages, *, seed: int, temperature: float, question: Any = None) -> str:
         import torch
 
         prompt = self.render(messages)
+        if self.decoding != "free":
+            return self._constrained(prompt, messages, question, seed, temperature)
         enc = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=not self.tokenizer.chat_template)
         enc = {k: v.to(self.model.device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
         sample = temperature > 0

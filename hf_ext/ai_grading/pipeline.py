@@ -9,6 +9,7 @@ it is never scored 0.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -86,6 +87,8 @@ class RubricGrader:
         ocr: ``(submission, question_ids) -> OCRResult``, defaults to :class:`IdentityOCR` (typed input).
         config: A :class:`GradingConfig`; keyword arguments build one when omitted.
         seed: Seed of the first run; run ``r`` uses ``seed + r``.
+        examples: Few-shot examples ``(question, student work, reply)``, shown before each answer as a user
+            turn and the assistant's reply (the reply must parse against its question).
 
     Example:
         >>> from hf_ext.ai_grading import Quiz, CallableBackend
@@ -106,6 +109,7 @@ class RubricGrader:
         config: GradingConfig | None = None,
         *,
         seed: int = 0,
+        examples: Sequence[tuple[Question, str, str]] = (),
         **config_kwargs: Any,
     ) -> None:
         if not callable(backend):
@@ -116,15 +120,43 @@ class RubricGrader:
         self.ocr = ocr or IdentityOCR()
         self.config = config or GradingConfig(**config_kwargs)
         self.seed = check_int("seed", seed)
+        self.examples = self._check_examples(examples)
+        try:
+            self._pass_question = "question" in inspect.signature(backend).parameters
+        except (TypeError, ValueError):  # builtins without a signature
+            self._pass_question = False
 
-    def _call(self, messages: list[dict[str, str]], seed: int) -> str:
-        reply = self.backend(messages, seed=seed, temperature=self.config.temperature)
+    @staticmethod
+    def _check_examples(examples: Sequence[tuple[Question, str, str]]) -> list[tuple[Question, str, str]]:
+        out = []
+        for k, example in enumerate(examples):
+            if not (isinstance(example, tuple) and len(example) == 3 and isinstance(example[0], Question)):
+                raise ValueError(
+                    f"`examples[{k}]` must be a (Question, work, reply) tuple, got {example!r:.80}."
+                )
+            try:
+                parse_grade_output(example[2], example[0])
+            except GradeParseError as err:
+                raise ValueError(f"`examples[{k}]` has a reply that does not parse: {err.reason}.") from None
+            out.append(example)
+        return out
+
+    def _call(self, messages: list[dict[str, str]], seed: int, question: Question) -> str:
+        extra = {"question": question} if self._pass_question else {}
+        reply = self.backend(messages, seed=seed, temperature=self.config.temperature, **extra)
         if not isinstance(reply, str):
             raise TypeError(f"the backend must return a str, got {type(reply).__name__}.")
         return reply
 
     def _messages(self, question: Question, text: str, problem: str | None) -> list[dict[str, str]]:
         messages = rubric_messages(question, text, compact=self.config.compact)
+        shots = []
+        for q, work, reply in self.examples:
+            shots += [
+                rubric_messages(q, work, compact=self.config.compact)[1],
+                {"role": "assistant", "content": reply},
+            ]
+        messages[1:1] = shots
         if problem:
             note = f"\n\nA previous reply was rejected ({problem}). Reply with the JSON object only."
             messages[-1] = {"role": "user", "content": messages[-1]["content"] + note}
@@ -144,7 +176,9 @@ class RubricGrader:
         for r in range(cfg.n_runs):
             problem: str | None = None
             for attempt in range(cfg.max_retries + 1):
-                reply = self._call(self._messages(question, text, problem), self.seed + r + 1000 * attempt)
+                reply = self._call(
+                    self._messages(question, text, problem), self.seed + r + 1000 * attempt, question
+                )
                 calls += 1
                 if cfg.keep_raw:
                     raws.append(reply)
