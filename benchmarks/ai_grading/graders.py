@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from benchmarks.harness import Timer
-from hf_ext.ai_grading.core import Quiz
+from hf_ext.ai_grading.constrained import compact_reply
+from hf_ext.ai_grading.core import Question, Quiz
 from hf_ext.ai_grading.ocr import OCRResult
 from hf_ext.ai_grading.pipeline import GradeReport, RubricGrader, Submission
 from hf_ext.ai_grading.synthetic import (
+    FAMILIES,
     NoisyOCR,
     SympyRubricBackend,
     SympyRubricEngine,
@@ -124,3 +127,23 @@ def char_tokenizer() -> Any:
     return PreTrainedTokenizerFast(
         tokenizer_object=core, unk_token="<unk>", pad_token="<pad>", bos_token="<bos>", eos_token="<eos>"
     )
+
+
+SHOT_ERRORS = (("D1", "none"), ("D2", "sign"), ("I1", "partial"), ("D3", "wrong_work"))
+
+
+def few_shot_examples(k: int, seed: int) -> list[tuple[Question, str, str]]:
+    """``k`` graded examples for the prompt, from a held-out quiz (seed ``seed + 7919``, ids ``ex-<n>``):
+    full marks, a sign error, partial work and a correct answer with wrong work, in that order; each
+    reply is the rubric engine's grade in the compact constrained format."""
+    held = make_calculus_quiz(len(FAMILIES), seed + 7919)
+    engine = SympyRubricEngine(held)
+    rng = random.Random(seed + 7919)
+    out = []
+    for n, (family, error) in enumerate(SHOT_ERRORS[:k]):
+        item = next(i for i in held.items.values() if i.family == family)
+        text, _ = simulate_student(item, rng, error)
+        grade = engine.grade(item.question.id, text)
+        question = dataclasses.replace(item.question, id=f"ex-{n}")
+        out.append((question, text, compact_reply(question.id, grade.items)))
+    return out

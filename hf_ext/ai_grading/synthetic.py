@@ -308,9 +308,9 @@ def grade_json(result: GradeResult) -> str:
 
 
 def read_prompt(messages: Sequence[dict[str, str]]) -> tuple[str, str]:
-    """``(question_id, student text)`` from the user message built by
+    """``(question_id, student text)`` from the last user message, built by
     :func:`~hf_ext.ai_grading.core.rubric_messages`."""
-    user = next(m["content"] for m in messages if m["role"] == "user")
+    user = next(m["content"] for m in reversed(messages) if m["role"] == "user")  # after any few-shot turns
     qid = re.match(r"Question (\S+) ", user)
     if qid is None:
         raise ValueError("the user message does not start with 'Question <id>'.")
