@@ -4,9 +4,10 @@ Data: ``items`` synthetic questions (five families) answered by ``students`` sim
 balanced mix of error types; the reference ("TA") score is the sympy rubric engine on the **clean** text.
 OCR noise (:class:`~hf_ext.ai_grading.NoisyOCR`) corrupts the text at each setting. Graders:
 
-- the LLM pipeline (:class:`~hf_ext.ai_grading.RubricGrader`) on Gemma-3-270M base (real weights; greedy,
-  one run, one retry, compact schema with a JSON prefill), on a stratified subset: each call costs seconds;
-  and the same pipeline on a tiny random Llama (a pipeline check, the LLM slot of ``--quick``);
+- the LLM pipeline (:class:`~hf_ext.ai_grading.RubricGrader`) on Gemma-3-270M base (real weights;
+  constrained JSON decoding, whole points, one run, compact schema with a JSON prefill) on a stratified
+  subset, with 0 or 4 few-shot examples, each pass read greedily and as expected points; and the same
+  pipeline on a tiny random Llama with a character tokenizer (a pipeline check, the LLM slot of ``--quick``);
 - baselines: the trivial grader (always the mean reference score) and final-answer-only (full marks iff
   the noisy ``Answer`` line is equivalent to the reference answer);
 - the symbolic reference: the same rubric engine on the **noisy** text, through the same pipeline (a
@@ -475,7 +476,7 @@ def grid() -> list[dict[str, Any]]:
 
 
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
-    """300 answers at three noise rates, Gemma and a tiny random Llama on 12 of them at ``ocr 3%``
+    """300 answers at three noise rates, Gemma and a tiny random Llama on 30 of them at ``ocr 3%``
     (``quick``: 30 answers at ``ocr 3%``, the tiny random Llama on 3)."""
     return _run(QUICK if quick else FULL, seed, quick)
 
