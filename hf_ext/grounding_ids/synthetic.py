@@ -55,10 +55,12 @@ def make_binding_task(
     image_size: int = 32,
     rows: Sequence[int] = (4,),
     object_size: int = 5,
+    object_width: int | None = None,
     empty_prob: float = 0.0,
     left_margin: int = 8,
     noise: float = 8.0,
     shuffle_symbols: bool = False,
+    distinct_colours: bool = False,
     questions: int = 1,
     seed: int = 0,
 ) -> BindingTask:
@@ -68,12 +70,19 @@ def make_binding_task(
         n: Number of items.
         image_size: Side of the square image (px).
         rows: Strip counts to draw from, uniformly (each at most 8).
-        object_size: Side of each square (px); must fit a strip.
+        object_size: Height of each object (px); must fit a strip.
+        object_width: Width of each object (px); ``None`` means ``object_size`` (a square). An object as wide
+            as the image (with ``left_margin=0``) is a bar across its strip, under the strip's cue glyph.
         empty_prob: Probability that a strip holds no square (answer ``"none"``).
-        left_margin: Squares start at ``x >= left_margin`` so they never cover a cue glyph (px).
+        left_margin: Objects start at ``x >= left_margin`` (px); the default 8 keeps squares off the cue
+            glyphs.
         noise: Standard deviation of the grey background noise (0..255 scale).
         shuffle_symbols: Label the strips with a random ordered draw from the first ``max(rows)`` symbols
             (the hint lists them top to bottom); ``False`` labels strip ``k`` with symbol ``k``.
+        distinct_colours: Give the strips of a scene distinct colours (a random draw without replacement;
+            needs ``max(rows) <= 4`` and ``empty_prob = 0``). With 4 strips every scene then holds each colour
+            once, so no scene statistic (colour counts, most frequent colour) tells which strip holds which
+            colour: the answer is uniform given the scene's colour counts and needs the strip's location.
         questions: Questions per item, about distinct strips (at most ``min(rows)``); all but the last are
             followed by their answer, so a model can be trained on every ``?`` position (teacher forcing).
         seed: Seed of the generator.
@@ -95,30 +104,42 @@ def make_binding_task(
             f"{max(rows)} rows of a {image_size} px image), got {object_size}."
         )
     empty_prob = check_float("empty_prob", empty_prob, low=0, high=1, high_open=True)
-    left_margin = check_int("left_margin", left_margin, low=0, high=image_size - object_size)
+    width = (
+        object_size
+        if object_width is None
+        else check_int("object_width", object_width, low=1, high=image_size)
+    )
+    left_margin = check_int("left_margin", left_margin, low=0, high=image_size - width)
     noise = check_float("noise", noise, low=0)
     shuffle_symbols = check_bool("shuffle_symbols", shuffle_symbols)
-    questions = check_int("questions", questions, low=1, high=min(rows))
+    distinct_colours = check_bool("distinct_colours", distinct_colours)
+    if distinct_colours and (max(rows) > len(COLOURS) or empty_prob > 0):
+        raise ValueError(
+            f"`distinct_colours` needs at most {len(COLOURS)} strips and `empty_prob` = 0, got rows={rows} "
+            f"and empty_prob={empty_prob}."
+        )
+    questions = check_int("questions", questions, low=1, high=max(rows))
     rng = np.random.default_rng(check_int("seed", seed, low=0))
     names = list(COLOURS)
     images = np.clip(128 + noise * rng.standard_normal((n, image_size, image_size, 3)), 0, 255)
     n_rows = rng.choice(rows, size=n)
-    asked = [rng.permutation(k)[:questions] for k in n_rows]
+    asked = [rng.permutation(k)[: min(questions, k)] for k in n_rows]
     target = np.array([a[-1] for a in asked])
     prompts, answers, row_colours, row_symbols, qa = [], [], [], [], []
     pool = DEFAULT_SYMBOLS[: max(rows)]
     for i in range(n):
         k = int(n_rows[i])
         ys = cuts(0, image_size, k)
-        scene = []
+        scene: list[str] = []
+        drawn = rng.permutation(len(names))[:k] if distinct_colours else None
         for r in range(k):
-            if rng.random() < empty_prob:
+            if drawn is None and rng.random() < empty_prob:
                 scene.append("none")
                 continue
-            colour = names[rng.integers(len(names))]
+            colour = names[drawn[r] if drawn is not None else rng.integers(len(names))]
             top = rng.integers(ys[r] + 1, ys[r + 1] - object_size + 1)
-            left = rng.integers(left_margin, image_size - object_size + 1)
-            images[i, top : top + object_size, left : left + object_size] = COLOURS[colour]
+            left = rng.integers(left_margin, image_size - width + 1)
+            images[i, top : top + object_size, left : left + width] = COLOURS[colour]
             scene.append(colour)
         labels = tuple(rng.permutation(pool)[:k]) if shuffle_symbols else pool[:k]
         pairs = [(int(r), scene[r]) for r in asked[i]]
