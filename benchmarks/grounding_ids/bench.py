@@ -1,35 +1,51 @@
 """``hf-ext bench grounding_ids``: a tiny LLaVA trained from scratch with and without partition cues.
 
-Task: 32 x 32 scenes split into 4 strips, one coloured square (4 colours) at a random place in each strip;
-the structured prompt lists the strip symbols ``@ # $ %`` and asks the colour of every strip by symbol, in
-a random order (teacher-forced, so every question trains). Held-out accuracy is read on the *first*
-question of a scene (chance 0.25; answering the scene's most frequent colour, which needs no binding, about
-0.5): later questions can be answered by elimination (the scene's colours minus the answers already given),
-also without binding. Three arms, same steps, batch, data and seeds, differing only in the image: no cue;
-the partition cue (lines between the strips + one symbol per strip); a non-partitioning control cue (the same
-symbols and as many lines, drawn as columns, which cut across the strips). The budget (1000 steps, accuracy
-read every 250 steps) comes from a search (``search``): one question per image is not learned within
-1500 steps, four questions per image are learned in some seeds within 1000. On the trained models:
-matched-part attention of the question (its symbol and ``?`` tokens) on the asked strip's image tokens, as
-a ratio to chance, per decoder layer; the alignment margin, within-strip alignment and modality gap at the
-last layer; the swap test.
+Task (a binding task no scene statistic answers): 32 x 32 scenes split into 1, 2 or 4 horizontal strips
+(held-out: 4), each holding a bar of one colour across the strip, the strips' colours distinct, so a 4-strip
+scene holds each of the 4 colours exactly once. Each strip is named by a symbol drawn at random per scene;
+the prompt lists the symbols top to bottom and asks the colour of every strip by symbol, in a random order
+(teacher-forced, so every question trains); the answer is read at the question's symbol token. Held-out
+accuracy is read on the *first* question of 4-strip scenes: every scene has the same colour counts, so the
+answer is uniform given any scene statistic (chance 0.25), and later questions are not scored because they
+can be answered by elimination. Three arms, same steps, batch, data and seeds, differing only in the image:
+no cue (the strip of a symbol is found through its place in the prompt's list); the partition cue (lines
+between the strips + each strip's symbol drawn at its left edge, so the symbol's image tokens are the strip's
+own); a control cue (the same symbols and as many lines, drawn as columns in the same order: the same
+information, not bound to the strips). Trivial baselines of the same setting: majority answer, the scene's
+most frequent colour, the best text-only model (a lookup table over prompts), a random colour. On the
+trained models: attention of the question's symbol token on the asked strip's image tokens as a ratio to
+chance, per decoder layer; the alignment margin, within-strip alignment and modality gap at the last layer;
+the swap test.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.grounding_ids.train import ARMS, RunSpec, TaskSize, answer_prior, scene_majority
+from benchmarks.grounding_ids.train import (
+    ARMS,
+    RunSpec,
+    TaskSize,
+    answer_prior,
+    random_guess,
+    scene_majority,
+    text_only,
+)
 from benchmarks.grounding_ids.train import run as run_arm
 from benchmarks.harness import BenchReport, Headline, bootstrap_ci, mean_se, verdict
 from hf_ext.grounding_ids.model import tiny_grounding_vlm
 from hf_ext.grounding_ids.synthetic import vocabulary
 
 METHOD = "partition cue (rows)"
+LR = 2e-3
+SIZE = TaskSize(
+    rows=(1, 2, 4), shuffle_symbols=True, distinct_colours=True, object_width=32, left_margin=0, questions=4
+)
 FIGURES = (
     "attn_matched_L1",
     "attn_matched_L2",
@@ -56,11 +72,11 @@ class Plan:
 
 
 def _plan(*, quick: bool, seed: int) -> Plan:
-    """Full: 3 arms x 4 seeds x 1000 steps, 4096 training scenes (about 6 min on two cores). Quick: the same
-    task, 3 arms x 1 seed x 48 steps, 384 training scenes, 128 held-out."""
+    """Full: 3 arms x 3 seeds x 1500 steps, 4096 training scenes. Quick: the same task, 3 arms x 1 seed x 48
+    steps, 384 training scenes, 128 held-out."""
     if quick:
         return Plan(48, (16, 32, 48), 384, 128, 32, (seed,))
-    return Plan(1000, (250, 500, 750, 1000), 4096, 512, 64, tuple(range(seed, seed + 4)))
+    return Plan(1500, (250, 500, 750, 1000, 1250, 1500), 4096, 512, 64, tuple(range(seed, seed + 3)))
 
 
 def _setting(size: TaskSize) -> dict[str, Any]:
@@ -68,7 +84,9 @@ def _setting(size: TaskSize) -> dict[str, Any]:
     return {
         "image_px": size.image_size,
         "strips": size.rows,
-        "square_px": size.object_size,
+        "object": f"{size.object_size} px x {size.object_width or size.object_size} px",
+        "distinct_colours": size.distinct_colours,
+        "shuffled_symbols": size.shuffle_symbols,
         "questions_per_image": size.questions,
         "model": "tiny LLaVA, width 64",
     }
@@ -76,7 +94,7 @@ def _setting(size: TaskSize) -> dict[str, Any]:
 
 def grid() -> list[dict[str, Any]]:
     """The full run's one setting (the task-size search behind it is ``search``)."""
-    return [_setting(TaskSize())]
+    return [_setting(SIZE)]
 
 
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
@@ -85,7 +103,7 @@ def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
 
 
 def _report(plan: Plan) -> BenchReport:
-    size = TaskSize()
+    size = SIZE
     specs = [
         RunSpec(
             arm,
@@ -96,6 +114,7 @@ def _report(plan: Plan) -> BenchReport:
             n_train=plan.n_train,
             n_test=plan.n_test,
             n_analysis=plan.n_analysis,
+            lr=LR,
         )
         for s in plan.seeds
         for arm in ARMS
@@ -106,12 +125,13 @@ def _report(plan: Plan) -> BenchReport:
         runs = list(pool.map(run_arm, specs))
     steps, n_test = plan.steps, plan.n_test
     rows = [_row(arm, [r for r in runs if r["arm"] == arm], steps) for arm in ARMS]
-    prior = answer_prior(size, n_test)
-    rows.append({"system": "majority answer", "is_baseline": True, "steps": 0, "accuracy": prior})
-    shortcut = scene_majority(size, n_test)
-    rows.append(
-        {"system": "scene's most frequent colour", "is_baseline": True, "steps": 0, "accuracy": shortcut}
-    )
+    for name, accuracy in (
+        ("majority answer", answer_prior(size, n_test)),
+        ("scene's most frequent colour", scene_majority(size, n_test)),
+        ("text-only model (lookup table)", text_only(size, n_test)),
+        ("random colour", random_guess(size, n_test, seed=plan.seeds[0])),
+    ):
+        rows.append({"system": name, "is_baseline": True, "steps": 0, "accuracy": accuracy})
     headline = Headline.from_rows(rows, "accuracy", higher_is_better=True, method_system=METHOD)
     return BenchReport(
         rows=rows,
@@ -120,8 +140,11 @@ def _report(plan: Plan) -> BenchReport:
             "task": {
                 "image_size": size.image_size,
                 "strips": size.rows,
-                "square_px": size.object_size,
+                "held_out_strips": max(size.rows),
+                "object_px": [size.object_size, size.object_width or size.object_size],
                 "colours": 4,
+                "distinct_colours": size.distinct_colours,
+                "shuffled_symbols": size.shuffle_symbols,
                 "questions_per_image": size.questions,
                 "n_train": plan.n_train,
                 "n_test": n_test,
@@ -137,7 +160,7 @@ def _report(plan: Plan) -> BenchReport:
             "steps": steps,
             "evals": list(plan.evals),
             "batch_size": 32,
-            "lr": 2e-3,
+            "lr": LR,
             "optimizer": "AdamW",
             "seeds": list(plan.seeds),
             "workers": workers,
@@ -152,7 +175,10 @@ def _report(plan: Plan) -> BenchReport:
 
 def _what(plan: Plan) -> str:
     full = _plan(quick=False, seed=plan.seeds[0])
-    text = f"tiny LLaVA, 32 px, 4 strips, 3 arms x {len(plan.seeds)} seed(s) x {plan.steps} steps"
+    text = (
+        f"tiny LLaVA, 32 px, strip-colour binding (distinct colours, shuffled symbols), 3 arms x "
+        f"{len(plan.seeds)} seed(s) x {plan.steps} steps"
+    )
     return text if plan == full else f"{text} (full: {len(full.seeds)} seeds x {full.steps} steps)"
 
 
@@ -167,6 +193,7 @@ def _row(arm: str, runs: list[dict[str, Any]], steps: int) -> dict[str, Any]:
         "steps": steps,
         "accuracy": mean,
         "accuracy SE": se,
+        "accuracy SD": _sd(acc),
         "accuracy 95% CI": f"[{low:.3f}, {high:.3f}]",
         "per seed": " / ".join(f"{a:.2f}" for a in acc),
     }
@@ -175,6 +202,14 @@ def _row(arm: str, runs: list[dict[str, Any]], steps: int) -> dict[str, Any]:
     for k in FIGURES:
         row[k] = mean_se(r[k] for r in runs)[0]
     return row
+
+
+def _sd(values: list[float]) -> float:
+    """Sample standard deviation over seeds (0 for one seed): the seed spread."""
+    if len(values) < 2:
+        return 0.0
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def _notes(rows: list[dict[str, Any]], headline: Headline, n_analysis: int) -> list[str]:
@@ -190,18 +225,26 @@ def _notes(rows: list[dict[str, Any]], headline: Headline, n_analysis: int) -> l
         f"{headline.best_baseline:.3f} (mean over {len(cue['per seed'].split(' / '))} seed(s); per seed: "
         f"cue {cue['per seed']}, no cue {none['per seed']}, control {ctrl['per seed']}).",
         verdict(
-            "partition cue beats no cue and the control cue on accuracy",
-            cue["accuracy"] > max(none["accuracy"], ctrl["accuracy"]),
-            f"{cue['accuracy']:.3f} vs {none['accuracy']:.3f} / {ctrl['accuracy']:.3f}",
+            "partition cue beats no cue and the control cue by more than the seed spread",
+            cue["accuracy"] - max(none["accuracy"], ctrl["accuracy"])
+            > max(cue["accuracy SD"], none["accuracy SD"], ctrl["accuracy SD"]),
+            f"{cue['accuracy']:.3f} vs {none['accuracy']:.3f} / {ctrl['accuracy']:.3f}; seed SD "
+            f"{cue['accuracy SD']:.3f} / {none['accuracy SD']:.3f} / {ctrl['accuracy SD']:.3f}",
         ),
         verdict(
-            "matched-part attention (question -> asked strip) higher with the partition cue",
+            "matched-part attention (question symbol -> asked strip) higher with the partition cue",
             attn[METHOD] > max(attn["no cue"], attn["control cue (columns)"]),
             f"mean of decoder layers 1-2: {attn[METHOD]:.3f} vs {attn['no cue']:.3f} / "
             f"{attn['control cue (columns)']:.3f} (1 = chance)",
         ),
-        "Attention ratio: attention of each question's symbol and '?' tokens on the asked strip's image "
-        "tokens over their attention on all strips, divided by the strip's share of tokens (1 = chance), "
+        verdict(
+            "alignment margin (strip image tokens vs symbol text tokens) higher with the partition cue",
+            cue["alignment_margin"] > max(none["alignment_margin"], ctrl["alignment_margin"]),
+            f"last layer: {cue['alignment_margin']:.3f} vs {none['alignment_margin']:.3f} / "
+            f"{ctrl['alignment_margin']:.3f}",
+        ),
+        "Attention ratio: attention of each question's symbol token on the asked strip's image "
+        "tokens over its attention on all strips, divided by the strip's share of tokens (1 = chance), "
         f"averaged over heads and {n_analysis} held-out items; swap accuracy: the asked strip's image tokens "
         "exchanged with the next strip's as they enter decoder layer 0, fraction of answers that follow "
         "the swap.",

@@ -29,6 +29,23 @@ class TaskSize:
     object_size: int = 5
     shuffle_symbols: bool = False
     questions: int = 4
+    distinct_colours: bool = False
+    object_width: int | None = None
+    left_margin: int = 8
+
+    def task_kwargs(self, **override: Any) -> dict[str, Any]:
+        """Keyword arguments of :func:`make_binding_task` for this setting."""
+        kw: dict[str, Any] = dict(
+            image_size=self.image_size,
+            rows=self.rows,
+            object_size=self.object_size,
+            shuffle_symbols=self.shuffle_symbols,
+            distinct_colours=self.distinct_colours,
+            object_width=self.object_width,
+            left_margin=self.left_margin,
+            questions=self.questions,
+        )
+        return {**kw, **override}
 
 
 @dataclass(frozen=True)
@@ -97,11 +114,17 @@ def encode(base: Any, arm: str, task: BindingTask, image_size: int) -> dict[str,
     }
 
 
-def _questions(task: BindingTask, ids: Any, qid: int) -> tuple[Any, Any]:
-    """``([N, Q] positions of every "?", [N, Q] answer classes)``: every question trains (teacher forcing)."""
+def _questions(task: BindingTask, ids: Any, row_id: int) -> tuple[Any, Any]:
+    """``([N, Q] positions of every question's strip symbol, [N, Q] answer classes)``: every question trains
+    (teacher forcing); the answer is read at the symbol token (``colour of row <symbol>``), the text token
+    that names the strip. Scenes with fewer strips than ``Q`` pad with the ignored label -100."""
     words = task.answer_words
-    pos = torch.stack([(row == qid).nonzero().flatten() for row in ids])
-    lab = torch.tensor([[words.index(a) for _, a in pairs] for pairs in task.qa])
+    width = max(len(pairs) for pairs in task.qa)
+    pos = torch.zeros(len(task.qa), width, dtype=torch.long)
+    lab = torch.full((len(task.qa), width), -100)
+    for i, (row, pairs) in enumerate(zip(ids, task.qa)):
+        pos[i, : len(pairs)] = (row == row_id).nonzero().flatten() + 1
+        lab[i, : len(pairs)] = torch.tensor([words.index(a) for _, a in pairs])
     return pos, lab
 
 
@@ -113,23 +136,17 @@ def run(spec: RunSpec) -> dict[str, Any]:
 
 def _run(spec: RunSpec) -> dict[str, Any]:
     size = spec.size
-    kw: dict[str, Any] = dict(
-        image_size=size.image_size,
-        rows=size.rows,
-        object_size=size.object_size,
-        shuffle_symbols=size.shuffle_symbols,
-        questions=size.questions,
-    )
+    kw = size.task_kwargs()
     train = make_binding_task(spec.n_train, seed=1000 + spec.seed, **kw)
-    # Held-out prompts stop after their first question: later questions could be answered by elimination
-    # (the scene's colours minus the answers already in the prompt) without binding any strip. The prefix up
-    # to the first "?" has the same form as in training, so no distribution shift.
-    test = make_binding_task(spec.n_test, seed=99, **{**kw, "questions": 1})
+    # Held-out prompts stop at their first question's symbol: later questions could be answered by
+    # elimination (the scene's colours minus the answers already in the prompt) without binding any strip.
+    # The prefix has the same form as in training, so no distribution shift.
+    test = _held_out(size, spec.n_test)
     model, base = tiny_grounding_vlm(
         vocabulary(max(size.rows)), image_size=size.image_size, hidden_size=spec.hidden, seed=spec.seed
     )
     answer_ids = torch.tensor(base.tokenizer.convert_tokens_to_ids(train.answer_words))
-    qid = base.tokenizer.convert_tokens_to_ids("?")
+    qid = base.tokenizer.convert_tokens_to_ids("row")
     tr, te = encode(base, spec.arm, train, size.image_size), encode(base, spec.arm, test, size.image_size)
     pos, lab = _questions(train, tr["input_ids"], qid)
     y_te = torch.tensor([test.answer_words.index(a) for a in test.answers])
@@ -148,6 +165,7 @@ def _run(spec: RunSpec) -> dict[str, Any]:
             loss = torch.nn.functional.cross_entropy(picked.flatten(0, 1), lab[idx].flatten())
             opt.zero_grad(set_to_none=True)
             loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # no spikes that undo a learned binding
             opt.step()
         seconds += t.seconds
         if step in spec.evals:
@@ -188,8 +206,8 @@ def _analyse(model: Any, data: dict[str, Any], task: BindingTask, n: int, qid: i
             symbols, strips = task.row_symbols[b], data["partition_token_index"][b]
             marks = (inputs["input_ids"][b] == qid).nonzero().flatten()
             keys = [strips[s] for s in symbols]  # every strip, in order
-            queries = [torch.stack([marks[j] - 1, marks[j]]) for j in range(len(task.qa[b]))]
-            _, ratio = attention_mass(attn[b], queries, keys)  # [questions, strips]: symbol + "?" -> strip
+            queries = [marks[j : j + 1] + 1 for j in range(len(task.qa[b]))]  # the question's symbol token
+            _, ratio = attention_mass(attn[b], queries, keys)  # [questions, strips]: symbol -> strip
             asked = torch.tensor([row for row, _ in task.qa[b]])
             ratios.append(ratio[torch.arange(len(asked)), asked].mean())
         res[f"attn_matched_L{layer}"] = float(torch.stack(ratios).mean())
@@ -220,21 +238,54 @@ def _swap(
     return swap_test(model, sub, first, second, layer=0, expected=expected, candidates=answer_ids)
 
 
+def _held_out(size: TaskSize, n_test: int) -> BindingTask:
+    """The held-out scenes every arm and baseline is scored on: ``max(size.rows)`` strips, one question, the
+    prompt ending at the question's symbol (the token the answer is read at)."""
+    test = make_binding_task(n_test, seed=99, **size.task_kwargs(questions=1, rows=(max(size.rows),)))
+    test.prompts = [p.removesuffix(" ?") for p in test.prompts]
+    return test
+
+
 def answer_prior(size: TaskSize, n_test: int = 512) -> float:
     """Held-out accuracy of always answering the most frequent training answer (the trivial baseline)."""
-    kw: dict[str, Any] = dict(image_size=size.image_size, rows=size.rows, object_size=size.object_size)
-    train, test = make_binding_task(2048, seed=1000, **kw), make_binding_task(n_test, seed=99, **kw)
+    train = make_binding_task(2048, seed=1000, **size.task_kwargs(questions=1))
     words, counts = np.unique(train.answers, return_counts=True)
-    return float(np.mean(np.array(test.answers) == words[counts.argmax()]))
+    return float(np.mean(np.array(_held_out(size, n_test).answers) == words[counts.argmax()]))
 
 
 def scene_majority(size: TaskSize, n_test: int = 512) -> float:
     """Held-out accuracy of answering the scene's most frequent colour (ties: first in colour order), which
     needs no binding: the best answer a model that sees the colours but not their strips can give."""
-    kw: dict[str, Any] = dict(image_size=size.image_size, rows=size.rows, object_size=size.object_size)
-    test = make_binding_task(n_test, seed=99, **kw)
+    test = _held_out(size, n_test)
     right = 0
     for colours, answer in zip(test.row_colours, test.answers):
         counts = [colours.count(c) for c in test.answer_words]
         right += test.answer_words[int(np.argmax(counts))] == answer
     return right / n_test
+
+
+def text_only(size: TaskSize, n_test: int = 512, n_train: int = 4096) -> float:
+    """Held-out accuracy of a text-only model: for each held-out prompt, the most frequent answer of the
+    training questions with the same text (symbol order and asked symbol), else the overall majority. With
+    enough data a lookup table is the Bayes-optimal text-only predictor."""
+    train = make_binding_task(n_train, seed=1000, **size.task_kwargs(questions=1, rows=(max(size.rows),)))
+    seen: dict[str, dict[str, int]] = {}
+    for prompt, answer in zip(train.prompts, train.answers):
+        tally = seen.setdefault(prompt.removesuffix(" ?"), {})
+        tally[answer] = tally.get(answer, 0) + 1
+    words, counts = np.unique(train.answers, return_counts=True)
+    fallback = str(words[counts.argmax()])
+    test = _held_out(size, n_test)
+    right = 0
+    for prompt, answer in zip(test.prompts, test.answers):
+        votes = seen.get(prompt, {})
+        right += (max(votes, key=lambda w: votes[w]) if votes else fallback) == answer
+    return right / n_test
+
+
+def random_guess(size: TaskSize, n_test: int = 512, seed: int = 0) -> float:
+    """Held-out accuracy of a uniform random colour (seeded)."""
+    test = _held_out(size, n_test)
+    rng = np.random.default_rng(seed)
+    colours = test.answer_words[:-1]  # "none" never answers when every strip holds an object
+    return float(np.mean([colours[rng.integers(len(colours))] == a for a in test.answers]))

@@ -126,7 +126,7 @@ class GroundingCueOverlay:
         out = array.copy()
         high = 255.0 if out.dtype == np.uint8 else 1.0
         c = self.config
-        if c.draw_lines:
+        if c.draw_lines and lines.any():  # one partition draws no line
             _paint(out, lines, _pick(array, lines, c.line_color, high))
         for mask in glyphs:
             if not mask.any():
