@@ -91,9 +91,11 @@ def encode(base: Any, arm: str, task: BindingTask, image_size: int) -> dict[str,
         enc = proc(
             images=[task.images[i] for i in idx], text=[task.prompts[i] for i in idx], return_tensors="pt"
         )
-        strips = _processor(base, "no cue", key, image_size)(
-            images=[task.images[i] for i in idx], text=[task.prompts[i] for i in idx], return_tensors="pt"
-        )["partition_token_index"]
+        strips = enc["partition_token_index"]  # the strips: the rows partition
+        if ARMS[arm] not in (None, "rows"):
+            strips = _processor(base, "no cue", key, image_size)(
+                images=[task.images[i] for i in idx], text=[task.prompts[i] for i in idx], return_tensors="pt"
+            )["partition_token_index"]
         pixels[idx] = enc["pixel_values"]
         for j, i in enumerate(idx):
             rows[i] = enc["input_ids"][j]
