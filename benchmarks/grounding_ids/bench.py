@@ -73,9 +73,9 @@ class Plan:
 
 def _plan(*, quick: bool, seed: int) -> Plan:
     """Full: 3 arms x 3 seeds x 1400 steps, 4096 training scenes (under 10 min alone on two cores). Quick:
-    the same task, 3 arms x 1 seed x 16 steps, 256 training scenes, 128 held-out (a smoke test)."""
+    the same task, 3 arms x 1 seed x 12 steps, 256 training scenes, 128 held-out (a smoke test)."""
     if quick:
-        return Plan(16, (8, 16), 256, 128, 16, (seed,))
+        return Plan(12, (12,), 256, 128, 16, (seed,))
     return Plan(1400, (700, 1400), 4096, 512, 64, tuple(range(seed, seed + 3)))
 
 
