@@ -1,4 +1,4 @@
-"""Train PPO on the MAFE-style environments with RLlib (CPU, about a minute for the defaults).
+"""Train PPO on the MAFE-style environments with RLlib (CPU, a few minutes for the defaults).
 
     pip install "hf-ext[rllib]"
     python examples/mafe_rllib.py --env healthcare --iterations 5
