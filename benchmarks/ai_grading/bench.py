@@ -101,7 +101,8 @@ class _Recorder:
     """The constrained backend, keeping each call's expected-points reply: one forward pass, two readings."""
 
     def __init__(self, backend: Any) -> None:
-        self.backend, self.expected = backend, {}
+        self.backend = backend
+        self.expected: dict[Any, str] = {}
 
     def __call__(self, messages: Any, *, seed: int, temperature: float, question: Any) -> str:
         reply = self.backend(messages, seed=seed, temperature=temperature, question=question)
@@ -309,7 +310,9 @@ def _subset_figures(
     deferral curves by OCR confidence and, for the LLM, by the model's confidence in its points."""
     from hf_ext.metrics.functional.grading import deferral_curve
 
-    result = EvaluationProtocol(n_bootstrap=size["bootstrap"], seed=seed).evaluate(reports, ref, **flags)
+    result = EvaluationProtocol(n_bootstrap=size["bootstrap"], seed=seed).evaluate(
+        reports, ref.tolist(), ocr_misread=flags["ocr_misread"], segmentation=flags["segmentation"]
+    )
     overall = result.data["overall"]
     detail = {k: overall.get(k, math.nan) for k in ("qwk_lo", "qwk_hi", "within_0.5_lo", "within_0.5_hi")}
     scored = [i for i, r in enumerate(reports) if r.final is not None]
