@@ -184,13 +184,16 @@ def train(
     seed: int,
     init_params: dict[str, np.ndarray] | None = None,
     validation_episodes: int = 0,
+    **fmacem_kwargs: Any,
 ) -> tuple[FMACEM, float]:
     """F-MACEM (or its per-agent variant) on the benchmark setting, optionally warm-started at
     ``init_params`` and keeping the best of its start, iteration bests and final mean on
-    ``validation_episodes`` held-out episodes; returns the trainer and its wall time."""
+    ``validation_episodes`` held-out episodes; returns the trainer and its wall time. ``fmacem_kwargs``
+    (e.g. ``policy``, ``init_std``) go to :class:`FMACEM` as they are."""
     with Timer() as t:
         cem = FMACEM(
             lambda: make_env(domain, domain.primary),
+            **fmacem_kwargs,
             beta=beta,
             penalty_keys=(domain.gap,),
             population=cfg["population"],

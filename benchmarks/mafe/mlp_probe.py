@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from functools import partial
 
-from benchmarks.harness import Timer
 from benchmarks.mafe.evaluation import (
     BUDGETS,
     DOMAINS,
@@ -24,8 +22,9 @@ from benchmarks.mafe.evaluation import (
     make_env,
     paired_ci,
     search_constant,
+    train,
 )
-from hf_ext.mafe.fmacem import FMACEM, constant_params
+from hf_ext.mafe.fmacem import constant_params
 
 
 def main() -> None:
@@ -47,20 +46,17 @@ def main() -> None:
                 for a, v in constant.items()
             }
             for std in map(float, args.init_std.split(",")):
-                with Timer() as t:
-                    cem = FMACEM(
-                        partial(make_env, domain, domain.primary),
-                        policy="mlp",
-                        beta=HEADLINE_BETA,
-                        penalty_keys=(domain.gap,),
-                        population=cfg["population"],
-                        iterations=cfg["iterations"],
-                        episodes=cfg["episodes"],
-                        seed=seed,
-                        init_params=init,
-                        init_std=std,
-                        validation_episodes=cfg["validation_episodes"],
-                    ).fit()
+                cem, train_s = train(
+                    domain,
+                    cfg,
+                    HEADLINE_BETA,
+                    "team",
+                    seed,
+                    init_params=init,
+                    validation_episodes=cfg["validation_episodes"],
+                    policy="mlp",
+                    init_std=std,
+                )
                 res = evaluate(make_env(domain, domain.primary), cem.policies(), seeds, domain.gap)
                 scored, chosen = cem.selection_ or ([("final", float("nan"))], 0)
                 record = {
@@ -74,7 +70,7 @@ def main() -> None:
                     "mlp_gap": float(res["gap"].mean()),
                     "chosen": scored[chosen][0],
                     "validation": {"start": scored[0][1], "best": max(s[1] for s in scored)},
-                    "train_s": t.seconds,
+                    "train_s": train_s,
                 }
                 print(json.dumps(record), flush=True)
 
