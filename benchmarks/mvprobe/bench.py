@@ -44,9 +44,9 @@ class Plan:
 
 def _plan(*, quick: bool) -> Plan:
     """Full: MLP and CNN zoos of 300, 3 probe seeds, 150 epochs, with the branch ablations. Quick: the MLP
-    zoo's setting (the cheaper zoo to build), 150 members, 1 seed, 100 epochs, no ablations."""
+    zoo's setting (the cheaper zoo to build), 150 members, 1 seed, 50 epochs, no ablations."""
     if quick:
-        return Plan(archs=("mlp",), n_models=150, seeds=1, epochs=100, ablations=False)
+        return Plan(archs=("mlp",), n_models=150, seeds=1, epochs=50, ablations=False)
     return Plan(archs=("mlp", "cnn"), n_models=300, seeds=3, epochs=150, ablations=True)
 
 
