@@ -164,9 +164,7 @@ class TransformersBackend:
 
         The shared prefix is set from the first two prompts' common start and only ever shortened, to the
         part a later prompt shares, so it converges on the system prompt and the few-shot examples."""
-        import torch
-
-        from hf_ext.ai_grading.constrained import _Forward
+        from hf_ext.ai_grading.constrained import prefix_state
 
         def common(a: list[int], b: list[int]) -> int:
             n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
@@ -181,8 +179,7 @@ class TransformersBackend:
         if n >= 0:
             self._shared = shared = None
             if n >= MIN_SHARED:
-                with torch.no_grad():
-                    logits, cache = _Forward(self.model)(ids[:n], None)
+                logits, cache = prefix_state(self.model, ids[:n])
                 self._shared = shared = (ids[:n], logits, cache)
         if shared is None:
             return ids, None

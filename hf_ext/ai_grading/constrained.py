@@ -279,6 +279,15 @@ class _Forward:
         return out.logits[0, -1].float(), out[self.cache_arg]
 
 
+def prefix_state(model: Any, ids: Sequence[int]) -> tuple[Any, Any]:
+    """``(last-position logits [V], KV cache)`` after running ``ids`` through ``model``: the
+    ``prompt_state`` that :func:`decode_grade` continues from (e.g. a prompt prefix many answers share)."""
+    import torch
+
+    with torch.no_grad():
+        return _Forward(model)(ids, None)
+
+
 def _leaves(node: _Node, logits: Any, cache: Any, forward: _Forward) -> dict[float, tuple[float, list[int]]]:
     """``value -> (probability, tokens from node)`` over the leaves under ``node`` (``logits`` at ``node``).
     Forced tokens have probability 1; the cache at ``node`` is never modified (deeper passes use copies)."""

@@ -142,3 +142,16 @@ def test_bad_inputs_name_the_argument(tok):
     backend = TransformersBackend(_lm(tok), tok, decoding="constrained")
     with pytest.raises(ValueError, match="`question` must be given with decoding='constrained'"):
         backend([{"role": "user", "content": "grade"}], seed=0, temperature=0.0)
+
+
+def test_decoding_from_a_prefix_state_equals_decoding_the_whole_prompt(tok):
+    from hf_ext.ai_grading.constrained import GradeGrammar, decode_grade, prefix_state
+
+    lm = _lm(tok, seed=2)
+    grammar = GradeGrammar(Q, tok, points_step=0.5, prefix=json_prefill(Q))
+    ids = tok("Grade: 2x cos(x^2)\n" + json_prefill(Q), add_special_tokens=False)["input_ids"]
+    whole = decode_grade(lm, grammar, ids)
+    resumed = decode_grade(lm, grammar, ids[8:], prompt_state=prefix_state(lm, ids[:8]))
+    assert resumed.chosen == whole.chosen
+    for a, b in zip(resumed.probs, whole.probs):
+        assert a == pytest.approx(b, abs=1e-5)
