@@ -378,21 +378,48 @@ def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def dominance(mine: dict[str, Any], other: dict[str, Any]) -> tuple[float, float]:
-    """The largest truthfulness lead of ``mine``'s front over ``other``'s at equal or lower helpfulness.
+def dominance(mine: dict[str, Any], other: dict[str, Any]) -> tuple[float, float, int]:
+    """The largest truthfulness lead of ``mine``'s front over ``other``'s at equal or higher helpfulness.
 
-    For each of ``mine``'s operating points (helpfulness H, truthfulness T), ``other``'s best truthfulness
-    among its points with helpfulness >= H; returns ``(lead, H)`` at the point where ``T`` minus that is
-    largest (``other``'s points with H = 0 or 1 on both sides excluded: every front has them).
+    For each of ``mine``'s operating points (helpfulness H, truthfulness T), the lead is T minus ``other``'s
+    best truthfulness among its points with helpfulness >= H. Points with H = 0 or 1 are skipped (every front
+    has them). Returns ``(lead, H, bias index)`` at the largest lead.
     """
-    best = (float("-inf"), float("nan"))
-    for h, t in mine["front"]:
+    best = (float("-inf"), float("nan"), -1)
+    for i, (h, t) in enumerate(mine["front"]):
         if not 0 < h < 1:
             continue
         rivals = [t2 for h2, t2 in other["front"] if h2 >= h]
         if rivals and t - max(rivals) > best[0]:
-            best = (t - max(rivals), h)
+            best = (t - max(rivals), h, i)
     return best
+
+
+def lead_interval(
+    result: dict[str, Any], mine: str, other: str, at: int, n: int = 1000, seed: int = 0
+) -> tuple[float, float]:
+    """95% bootstrap interval of ``mine``'s lead over ``other``'s front at ``mine``'s bias index ``at``.
+
+    Held-out questions are resampled (known and unknown separately, the same draw for both systems, pooled
+    over the seeds' runs); each draw recomputes ``mine``'s point at ``at`` and ``other``'s whole front.
+    """
+    rng = random.Random(seed)
+    leads = []
+    for run_seed in result["config"]["seeds"]:
+        a, b = (
+            next(r for r in result["runs"] if r["system"] == name and r["seed"] == run_seed)
+            for name in (mine, other)
+        )
+        known_i = [i for i, k in enumerate(a["known"]) if k]
+        unknown_i = [i for i, k in enumerate(a["known"]) if not k]
+        for _ in range(n):
+            idx = [rng.choice(known_i) for _ in known_i] + [rng.choice(unknown_i) for _ in unknown_i]
+            known = [a["known"][i] for i in idx]
+            h, t = front([a["scores"][i] for i in idx], known, (BIASES[at],))[0]
+            rivals = [t2 for h2, t2 in front([b["scores"][i] for i in idx], known, BIASES) if h2 >= h]
+            leads.append(t - max(rivals, default=0.0))  # none as helpful: count its truthfulness as 0
+    leads.sort()
+    return leads[int(0.025 * len(leads))], leads[int(0.975 * len(leads)) - 1]
 
 
 def plot(result: dict[str, Any], path: Path) -> Path:

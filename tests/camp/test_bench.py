@@ -119,3 +119,24 @@ def test_quick_benchmark_report_and_plot(quick_report: Any, tmp_path: Any) -> No
     assert (tmp_path / "camp_front.png").stat().st_size > 0 and files == {
         "front": str(tmp_path / "camp_front.png")
     }
+
+
+def test_gemma_fact_table_split_and_front_figures() -> None:
+    from benchmarks.camp import gemma as G
+
+    table = G.facts()
+    assert len({f.prompt for f in table}) == len(table) == 96
+    assert sum(f.fictional for f in table) == len(G.FICTIONAL_COUNTRIES) + len(G.FICTIONAL_ELEMENTS)
+    probes = tuple(
+        {"prompt": f"q{i}", "answer": "" if i == 0 else "a", "known": i % 3 == 0} for i in range(30)
+    )
+    part = G.split(probes, seed=0, n_train=8)
+    assert len(part.train) == 8 and sum(p["known"] for p in part.train) == 4  # stratified
+    assert len(part.train) + len(part.test) == 29  # the empty answer is dropped
+    assert {p["prompt"] for p in part.train}.isdisjoint(p["prompt"] for p in part.test)
+    # hand-computed: unknown scores {0.5, 3} beat known {-1, 2} in 3 of 4 pairs
+    scores, known = [-1.0, 2.0, 0.5, 3.0], [True, True, False, False]
+    assert G.auroc(scores, known) == 0.75
+    assert G.front(scores, known, (0.0, -2.5)) == [(0.5, 1.0), (1.0, 0.5)]
+    mine, other = {"front": [(0.5, 1.0), (1.0, 0.5)]}, {"front": [(0.5, 0.5), (1.0, 0.0)]}
+    assert G.dominance(mine, other) == (0.5, 0.5, 0)
