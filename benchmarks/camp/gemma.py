@@ -235,7 +235,7 @@ def auroc(scores: list[float], known: list[bool]) -> float:
 
 LORA: dict[str, Any] = dict(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["q_proj", "v_proj"])
 TRAIN: dict[str, Any] = dict(lr=2e-3, batch=4, steps=4, n_train=16)
-BIASES = tuple(b / 2 for b in range(-24, 25))  # refusal bias in nats, -12 .. 12
+BIASES = tuple(b / 2 for b in range(-60, 61))  # refusal bias in nats, -30 .. 30: past every score measured
 # arm -> (trainer, data, CAMPConfig extras): the baselines the brief names, and CAMP at its defaults
 ARMS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "dpo": ("dpo", "pairs", {}),
@@ -305,7 +305,7 @@ def run(seeds: tuple[int, ...] = (0,), arms: tuple[str, ...] = tuple(ARMS)) -> d
     """Probe once, then per seed: split, pairs, the base model's scores and each arm's; fronts and AUROC.
 
     Returns ``{"config", "probes", "runs": [{"seed", "system", "auroc", "over_refusal", "fabrication",
-    "front", "train_s"}]}`` (over-refusal and fabrication at bias 0).
+    "scores", "known", "train_s"}]}`` (over-refusal and fabrication at bias 0).
     """
     import time
 
@@ -324,7 +324,6 @@ def run(seeds: tuple[int, ...] = (0,), arms: tuple[str, ...] = tuple(ARMS)) -> d
                 if arm is None
                 else train_arm(model, tok, rows, arm, seed, part.test)
             )
-            pts = front(scores, known, BIASES)
             help0, truth0 = front(scores, known, (0.0,))[0]
             runs.append(
                 {
@@ -333,7 +332,6 @@ def run(seeds: tuple[int, ...] = (0,), arms: tuple[str, ...] = tuple(ARMS)) -> d
                     "auroc": auroc(scores, known),
                     "over_refusal": 1 - help0,
                     "fabrication": 1 - truth0,
-                    "front": pts,
                     "scores": scores,
                     "known": known,
                     "train_s": time.perf_counter() - start,
@@ -370,9 +368,9 @@ def summary(result: dict[str, Any]) -> list[dict[str, Any]]:
                 statistics.fmean(vals),
                 statistics.stdev(vals) if len(vals) > 1 else 0.0,
             )
+        fronts = [front(r["scores"], r["known"], BIASES) for r in runs]
         row["front"] = [
-            tuple(statistics.fmean(r["front"][i][k] for r in runs) for k in (0, 1))
-            for i in range(len(BIASES))
+            tuple(statistics.fmean(f[i][k] for f in fronts) for k in (0, 1)) for i in range(len(BIASES))
         ]
         rows.append(row)
     return rows
@@ -382,13 +380,11 @@ def dominance(mine: dict[str, Any], other: dict[str, Any]) -> tuple[float, float
     """The largest truthfulness lead of ``mine``'s front over ``other``'s at equal or higher helpfulness.
 
     For each of ``mine``'s operating points (helpfulness H, truthfulness T), the lead is T minus ``other``'s
-    best truthfulness among its points with helpfulness >= H. Points with H = 0 or 1 are skipped (every front
-    has them). Returns ``(lead, H, bias index)`` at the largest lead.
+    best truthfulness among its points with helpfulness >= H (the ends of the sweep, (H, T) = (1, 0) and
+    (0, 1), give a lead <= 0). Returns ``(lead, H, bias index)`` at the largest lead.
     """
     best = (float("-inf"), float("nan"), -1)
     for i, (h, t) in enumerate(mine["front"]):
-        if not 0 < h < 1:
-            continue
         rivals = [t2 for h2, t2 in other["front"] if h2 >= h]
         if rivals and t - max(rivals) > best[0]:
             best = (t - max(rivals), h, i)
