@@ -10,7 +10,8 @@ world of :func:`hf_ext.scm_grpo.data.make_synthetic_mhfv`, on gold graphs padded
 redundant evidence nodes, so its graphs start too deep by a varying amount; the loss on the verdict token is
 weighted 10x (:func:`hf_ext.scm_grpo.warm_start.verdict_weighted_loss`), so the start beats chance on the
 label and the correctness-gated depth reward has a signal. From that one checkpoint, stock
-``trl.GRPOTrainer`` runs each arm on the same prompts, optimiser and budget:
+``trl.GRPOTrainer`` runs each arm on the same prompts, optimiser and budget, with a KL term (``beta``) back
+to the checkpoint, which is also the reference model:
 
 - ``sft_only``: the checkpoint (no RL);
 - ``A_label_format``: ``r_acc + 0.5 r_fmt``;
@@ -24,7 +25,6 @@ macro-F1, completion length and, for the ungated control, wrong labels among gra
 
 from __future__ import annotations
 
-import copy
 import random
 import resource
 import tempfile
@@ -53,7 +53,8 @@ SFT_BY_WORLD: dict[str, dict[str, Any]] = {  # the warm start: SFT with the verd
 
 @dataclass(frozen=True)
 class Budget:
-    """What one run spends on a world: items, SFT and GRPO steps, seeds and arms (never the world itself)."""
+    """What one run spends on a world: items, SFT and GRPO steps (of ``claims_per_step`` claims x G), seeds
+    and arms (never the world itself)."""
 
     sft_steps: int
     n_train: int
@@ -61,23 +62,23 @@ class Budget:
     grpo_steps: int
     seeds: int
     arms: tuple[str, ...]
+    claims_per_step: int = 8
 
 
 FULL: dict[str, Budget] = {
-    "2-3 hops": Budget(sft_steps=400, n_train=500, n_test=300, grpo_steps=40, seeds=2, arms=ARMS),
-    "2-4 hops": Budget(sft_steps=1600, n_train=2000, n_test=300, grpo_steps=80, seeds=2, arms=ARMS),
+    "2-3 hops": Budget(sft_steps=400, n_train=500, n_test=300, grpo_steps=20, seeds=2, arms=ARMS),
+    "2-4 hops": Budget(sft_steps=1600, n_train=20_000, n_test=300, grpo_steps=40, seeds=2, arms=ARMS),
 }
 QUICK: dict[str, Budget] = {
     "2-3 hops": Budget(
-        sft_steps=120, n_train=500, n_test=60, grpo_steps=6, seeds=1, arms=("A_label_format", "B_scm")
+        sft_steps=120, n_train=500, n_test=60, grpo_steps=3, seeds=1, arms=("A_label_format", "B_scm")
     ),
 }
 MICRO = {"full": (10_000, 1000), "quick": (500, 200)}  # layer 1: completions scored, random DAGs
 GRPO: dict[str, Any] = dict(
-    per_device_train_batch_size=32,
     num_generations=8,
     learning_rate=5e-4,
-    beta=0.0,
+    beta=0.1,  # KL back to the warm start (the reference model): without it GRPO gives the verdict back
     loss_type="dapo",
     scale_rewards="group",
     temperature=1.0,
@@ -131,20 +132,21 @@ def _quiet() -> Iterator[None]:
             datasets.enable_progress_bars()
 
 
-def _grpo(arm: str, start: Any, tok: Any, rows: list[dict[str, Any]], steps: int, seed: int) -> tuple:
-    """One GRPO arm from a copy of the SFT checkpoint: the policy, seconds per step and the reward share."""
+def _grpo(arm: str, start: str, tok: Any, rows: list[dict[str, Any]], budget: Budget, seed: int) -> tuple:
+    """One GRPO arm from the SFT checkpoint saved at ``start`` (also the KL reference): the policy, seconds
+    per step and the reward share."""
     from datasets import Dataset
     from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    model = copy.deepcopy(start)
     data = [{"prompt": W.prompt_text(r), "label": r["label"], "num_hops": r["num_hops"]} for r in rows]
     funcs, weights = _rewards(arm)
     timed: list[Any] = [_Timed(f) for f in funcs]
     with tempfile.TemporaryDirectory() as out:
         args = GRPOConfig(
             output_dir=out,
-            max_steps=steps,
+            max_steps=budget.grpo_steps,
+            per_device_train_batch_size=budget.claims_per_step * GRPO["num_generations"],
             max_completion_length=MAX_NEW,
             reward_weights=weights,
             seed=seed,
@@ -159,12 +161,12 @@ def _grpo(arm: str, start: Any, tok: Any, rows: list[dict[str, Any]], steps: int
             **GRPO,
         )
         trainer = GRPOTrainer(
-            model, reward_funcs=timed, args=args, train_dataset=Dataset.from_list(data), processing_class=tok
+            start, reward_funcs=timed, args=args, train_dataset=Dataset.from_list(data), processing_class=tok
         )
         trainer.remove_callback(PrinterCallback)
         with Timer() as t:
             trainer.train()
-    return model, t.seconds / steps, sum(f.seconds for f in timed) / t.seconds
+    return trainer.model, t.seconds / budget.grpo_steps, sum(f.seconds for f in timed) / t.seconds
 
 
 def _row(system: str, evals: list[dict[str, Any]], costs: list[tuple[float, float]]) -> dict[str, Any]:
@@ -263,7 +265,7 @@ def _setting(world: str) -> dict[str, Any]:
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
     """Layer 1 and layer 2 (see the module docstring) on every world of the grid, 2 seeds, 4 arms.
 
-    ``quick``: the smallest world only, a shorter warm start (120 SFT steps), A vs B, one seed, 6 GRPO steps,
+    ``quick``: the smallest world only, a shorter warm start (120 SFT steps), A vs B, one seed, 3 GRPO steps,
     60 test claims.
     """
     plan = QUICK if quick else FULL
@@ -317,12 +319,14 @@ def _layer2(world: str, budget: Budget, seed: int) -> tuple[dict[str, Any], dict
         "sft_only": [W.evaluate(start, tok, test, max_new_tokens=MAX_NEW)]
     }
     costs: dict[str, list[tuple[float, float]]] = {"sft_only": []}
-    for s in range(seed, seed + budget.seeds):
-        for arm in budget.arms:
-            with seeded(s):
-                policy, step_s, share = _grpo(arm, start, tok, train, budget.grpo_steps, s)
-            evals.setdefault(arm, []).append(W.evaluate(policy, tok, test, max_new_tokens=MAX_NEW))
-            costs.setdefault(arm, []).append((step_s, share))
+    with tempfile.TemporaryDirectory() as checkpoint:
+        start.save_pretrained(checkpoint)  # every arm loads its policy and its KL reference from here
+        for s in range(seed, seed + budget.seeds):
+            for arm in budget.arms:
+                with seeded(s):
+                    policy, step_s, share = _grpo(arm, checkpoint, tok, train, budget, s)
+                evals.setdefault(arm, []).append(W.evaluate(policy, tok, test, max_new_tokens=MAX_NEW))
+                costs.setdefault(arm, []).append((step_s, share))
     out = {
         "vocab_size": len(tok),
         "sft": {**sft, "steps": budget.sft_steps, "batch": SFT_BATCH, "final_loss": losses[-1]},
@@ -363,7 +367,7 @@ def _notes(rows: list[dict[str, Any]], config: dict[str, Any], quick: bool) -> l
     if quick:
         notes.append(
             "--quick: the smallest world of the full run, 120 of its 400 warm-start SFT steps, A vs B, one "
-            "seed, 6 GRPO steps, 60 held-out claims; the full run adds the 2-4 hop world, arms C and D and a "
+            "seed, 3 GRPO steps, 60 held-out claims; the full run adds the 2-4 hop world, arms C and D and a "
             "second seed."
         )
     return notes
