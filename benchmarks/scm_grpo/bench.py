@@ -71,7 +71,7 @@ FULL: dict[str, Budget] = {
 }
 QUICK: dict[str, Budget] = {
     "2-3 hops": Budget(
-        sft_steps=120, n_train=500, n_test=60, grpo_steps=3, seeds=1, arms=("A_label_format", "B_scm")
+        sft_steps=100, n_train=500, n_test=60, grpo_steps=2, seeds=1, arms=("A_label_format", "B_scm")
     ),
 }
 MICRO = {"full": (10_000, 1000), "quick": (500, 200)}  # layer 1: completions scored, random DAGs
@@ -265,7 +265,7 @@ def _setting(world: str) -> dict[str, Any]:
 def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
     """Layer 1 and layer 2 (see the module docstring) on every world of the grid, 2 seeds, 4 arms.
 
-    ``quick``: the smallest world only, a shorter warm start (120 SFT steps), A vs B, one seed, 3 GRPO steps,
+    ``quick``: the smallest world only, a shorter warm start (100 SFT steps), A vs B, one seed, 2 GRPO steps,
     60 test claims.
     """
     plan = QUICK if quick else FULL
@@ -366,8 +366,8 @@ def _notes(rows: list[dict[str, Any]], config: dict[str, Any], quick: bool) -> l
     notes.append(f"Run {config['total_s']:.0f} s, peak RSS {config['peak_rss_mb']:.0f} MB.")
     if quick:
         notes.append(
-            "--quick: the smallest world of the full run, 120 of its 400 warm-start SFT steps, A vs B, one "
-            "seed, 3 GRPO steps, 60 held-out claims; the full run adds the 2-4 hop world, arms C and D and a "
+            "--quick: the smallest world of the full run, 100 of its 400 warm-start SFT steps, A vs B, one "
+            "seed, 2 GRPO steps, 60 held-out claims; the full run adds the 2-4 hop world, arms C and D and a "
             "second seed."
         )
     return notes
