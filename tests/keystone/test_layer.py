@@ -82,8 +82,14 @@ def test_gradient_equals_the_dense_weight_rows_gradient():
 def test_bad_rows_and_bad_base_layers():
     from hf_ext.keystone.tuner.layer import Linear
 
-    for rows in ([], [0, 0], [4], [-1]):
+    for rows in ([0, 0], [4], [-1]):
         with pytest.raises(ValueError, match=r"`rows` must be distinct indices in \[0, 4\)"):
             Linear(_linear(), "default", rows=rows)
+    with pytest.raises(ValueError, match=r"`columns` must be distinct indices in \[0, \d+\)"):
+        Linear(_linear(), "default", rows=[0], columns=[99])
+    with pytest.raises(ValueError, match="Adapter 'default' needs `rows` or `columns`, got neither"):
+        Linear(_linear(), "default", rows=[])
+    with pytest.raises(ValueError, match="`delta_scale` must be 'none' or 'weight_norm', got 'rms'"):
+        Linear(_linear(), "default", rows=[0], delta_scale="rms")
     with pytest.raises(TypeError, match="wrap torch.nn.Linear only, got Embedding"):
         Linear(nn.Embedding(4, 3), "default", rows=[0])
