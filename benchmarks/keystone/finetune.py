@@ -136,12 +136,17 @@ Wrapped = tuple[nn.Module, int, Callable[[], None]]
 
 
 def wrap_arm(
-    model: nn.Module, arm: str, sets: dict[str, KeystoneSet], lora_modules: Sequence[str]
+    model: nn.Module,
+    arm: str,
+    sets: dict[str, KeystoneSet],
+    lora_modules: Sequence[str],
+    options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Wrapped:
     """Prepare ``model`` for ``arm``: ``(trainable model, trainable parameter count, restore)``.
 
     ``"full FT"`` trains every parameter but the (tied) embedding and restores the weights by copying them
-    back; ``"LoRA"`` is rank 1 on ``lora_modules``; any other arm is a ``KeystoneConfig`` of ``sets[arm]``.
+    back; ``"LoRA"`` is rank 1 on ``lora_modules``; any other arm is a ``KeystoneConfig`` of ``sets[arm]``
+    with the keyword options ``options[arm]`` (``parameterisation``, ``delta_scale``, ``frozen_channels``).
     PEFT arms restore by unloading the adapter.
     """
     from peft import LoraConfig, get_peft_model
@@ -164,7 +169,7 @@ def wrap_arm(
     if arm == "LoRA":
         config: Any = LoraConfig(r=1, lora_alpha=1, lora_dropout=0.0, target_modules=list(lora_modules))
     else:
-        config = KeystoneConfig(keystone_set=sets[arm])
+        config = KeystoneConfig(keystone_set=sets[arm], **(options or {}).get(arm, {}))
     peft_model = get_peft_model(model, config)
 
     def unload() -> None:
@@ -196,8 +201,13 @@ def finetune_rows(
     batch_size: int,
     seed: int,
     lora_modules: Sequence[str] = ("o_proj",),
+    options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per (arm, rate) plus the un-tuned model; ``chosen`` marks each arm's rate picked on ``val``."""
+    """One row per (arm, rate) plus the un-tuned model; ``chosen`` marks each arm's rate picked on ``val``.
+
+    ``options[arm]``: ``KeystoneConfig`` keywords of a keystone arm (see :func:`wrap_arm`). Arms whose name
+    starts with ``"keystone"`` are the method's, every other arm is a baseline.
+    """
     base = measure(model, tok, task, heldout)
     rows: list[dict[str, Any]] = [
         {"task": task.name, "system": "un-tuned", "is_baseline": True, "chosen": True, "lr": 0.0, **base}
@@ -206,7 +216,7 @@ def finetune_rows(
         grid_rows: list[dict[str, Any]] = []
         for lr in lr_grid[arm]:
             torch.manual_seed(seed)
-            trainable, n_params, restore = wrap_arm(model, arm, sets, lora_modules)
+            trainable, n_params, restore = wrap_arm(model, arm, sets, lora_modules, options)
             seconds = train(trainable, tok, task.train, steps=steps, lr=lr, batch_size=batch_size, seed=seed)
             figs = measure(trainable, tok, task, heldout)
             restore()
@@ -215,7 +225,7 @@ def finetune_rows(
                 {
                     "task": task.name,
                     "system": arm,
-                    "is_baseline": arm != "keystone rows",
+                    "is_baseline": not arm.startswith("keystone"),
                     "chosen": False,
                     "lr": lr,
                     **figs,
