@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import inspect
 import json
 import logging
 import os
@@ -135,9 +136,19 @@ def bench_module(bench_id: str) -> Any:
     return importlib.import_module(f"benchmarks.{bench_id}.bench")
 
 
-def run_bench(bench_id: str, *, quick: bool, seed: int) -> Any:
+def takes_model(module: Any) -> bool:
+    """Whether a benchmark module's ``run`` takes a ``model`` keyword (``hf-ext bench ID --model NAME``)."""
+    return "model" in inspect.signature(module.run).parameters
+
+
+def run_bench(bench_id: str, *, quick: bool, seed: int, model: str | None = None) -> Any:
     """Run a benchmark (a method id, whose extras must be installed, or one of :data:`SHARED_BENCHES`) and
-    return its ``BenchReport``; a quick run is checked to be a slice of the full run's grid."""
+    return its ``BenchReport``; a quick run is checked to be a slice of the full run's grid. ``model`` is
+    passed to the benchmark's ``run`` only when given.
+
+    Raises:
+        ValueError: ``model`` is given but the benchmark's ``run`` takes no ``model``.
+    """
     from hf_ext._availability import require_all
 
     if bench_id not in SHARED_BENCHES:
@@ -145,7 +156,10 @@ def run_bench(bench_id: str, *, quick: bool, seed: int) -> Any:
     module = bench_module(bench_id)
     from benchmarks.harness import check_slice
 
-    report = module.run(quick=quick, seed=seed)
+    if model is not None and not takes_model(module):
+        raise ValueError(f"`hf-ext bench {bench_id}` takes no --model; got --model {model!r}.")
+    extra = {} if model is None else {"model": model}
+    report = module.run(quick=quick, seed=seed, **extra)
     if quick:
         check_slice(report.settings, module.grid(), method=bench_id)
     return report
@@ -289,8 +303,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.model is not None and not takes_model(bench_module(bench_id)):
+        print(f"hf-ext bench: `{bench_id}` takes no --model; got --model {args.model!r}", file=sys.stderr)
+        return 2
     with Timer() as timer:
-        report = run_bench(bench_id, quick=args.quick, seed=args.seed)
+        report = run_bench(bench_id, quick=args.quick, seed=args.seed, model=args.model)
     module = bench_module(bench_id)
     mode = "quick" if args.quick else "full"
     print(f"hf-ext bench {bench_id} ({mode}, seed {args.seed}): {report.what}")
@@ -368,6 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", type=_writable_file, help="also write the results as JSON")
     p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--plot", metavar="DIR", type=_writable_dir, help="also draw the figures as PNG files")
+    p.add_argument("--model", metavar="NAME", help="the model to run on, for a benchmark that takes one")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser(

@@ -232,3 +232,21 @@ def test_format_table_aligns_columns():
     lines = text.splitlines()
     assert lines[0].split() == ["a", "b", "c"]
     assert len({len(line) for line in lines}) == 1
+
+
+def test_bench_model_is_passed_only_to_a_bench_that_takes_it(monkeypatch, fake_methods, capsys):
+    seen = {}
+
+    def with_model(*, quick: bool, seed: int, model: str | None = None) -> BenchReport:
+        seen["model"] = model
+        return _fake_bench(quick=quick, seed=seed)
+
+    _fake_benchmark(monkeypatch, "good", with_model)
+    assert cli.main(["bench", "good", "--quick", "--model", "tiny"]) == 0 and seen == {"model": "tiny"}
+    assert cli.main(["bench", "good", "--quick"]) == 0 and seen == {"model": None}
+    _fake_benchmark(monkeypatch, "good", _fake_bench)
+    capsys.readouterr()
+    assert cli.main(["bench", "good", "--quick", "--model", "tiny"]) == 2
+    assert "`good` takes no --model; got --model 'tiny'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="takes no --model"):
+        cli.run_bench("good", quick=True, seed=0, model="tiny")
