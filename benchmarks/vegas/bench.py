@@ -1036,12 +1036,25 @@ def grid() -> list[dict[str, Any]]:
     return [{"context": n, "batch": b} for n in FULL.contexts for b in FULL.batches]
 
 
-def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
+def run(*, quick: bool = False, seed: int = 0, model: str | None = None) -> BenchReport:
     """Run the benchmark (module docstring). Full (:data:`FULL`): N in {4096, 16384, 32768} x batch {1, 8},
     every arm, 32 new tokens at the paper's gamma 6, then the sparse arms at gamma in :data:`GAMMA_SWEEP` at
     32768 x 8, and per context the :func:`acceptance_pass` over :data:`ACCEPTANCE_PROMPTS` prompts, every
     system decoded :data:`REPEATS` times; quick (:data:`QUICK`): the smallest setting of that grid, Vegas and
-    the plain arms only. ``seed`` is unused: greedy decoding of fixed prompts is deterministic."""
+    the plain arms only. ``seed`` is unused: greedy decoding of fixed prompts is deterministic.
+
+    ``model="gemma-3-270m"`` (``hf-ext bench vegas --model gemma-3-270m``) runs the Gemma-3-270M benchmark of
+    :mod:`benchmarks.vegas.gemma` instead (quick: its 4096 x 1 setting, every arm).
+
+    Raises:
+        ValueError: ``model`` names another model.
+    """
+    if model is not None:
+        from benchmarks.vegas import gemma
+
+        if model != gemma.MODEL:
+            raise ValueError(f"`model` must be {gemma.MODEL!r} (or None for the byte model), got {model!r}.")
+        return gemma.run_gemma(gemma.SETTINGS[:1] if quick else gemma.SETTINGS)
     size = QUICK if quick else FULL
     return _run(size.contexts, size.batches, size.arms, size.new, GAMMA, quick, sweep=size.sweep,
                 acceptance=size.acceptance)  # fmt: skip

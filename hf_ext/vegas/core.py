@@ -9,7 +9,8 @@ selector returns positions of ``[0, valid_len)``; the draft also reads the recen
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -43,6 +44,52 @@ def expected_accepted_length(acceptance: float, gamma: int) -> float:
     return (1.0 - acceptance ** (gamma + 1)) / (1.0 - acceptance)
 
 
+def forward_cost(
+    shape: Mapping[str, Any],
+    *,
+    rows: int,
+    query: int,
+    kept: int,
+    context: int,
+    draft_reads: float | None = None,
+) -> tuple[float, float]:
+    """``(bytes, FLOPs)`` of one decode forward [reconstructed: a roofline count].
+
+    Bytes: the weights once (``shape["weight_bytes"]``; a tied embedding is counted once, as the LM head reads
+    it whole) plus, per row and layer, the cache positions attended (a global layer ``context + query``, or
+    ``draft_reads`` when given, as a sparse draft reads; a sliding layer ``min(context + query, window)``).
+    FLOPs: ``2 x body_params`` per token row, ``2 x head_params`` per row whose logits are kept (the LM head:
+    a verify keeps ``gamma + 1``, a draft 1) and ``4 x heads x head_dim`` per query row and position attended.
+
+    Args:
+        shape: ``weight_bytes``, ``entry_bytes`` (K and V of one position of one layer), ``windows`` (per
+            layer, its window or ``None`` for global), ``body_params``, ``head_params``, ``heads``,
+            ``head_dim`` (missing FLOP keys count 0).
+        rows: Batch rows of the forward.
+        query: Query tokens per row.
+        kept: Logits rows kept per row.
+        context: Cache positions per row before the forward.
+        draft_reads: Positions a global layer reads instead of its whole cache (a sparse draft).
+
+    Example (Gemma-3-270M's shape, batch 1 at 4096 tokens: a 7-token verify against one plain step):
+        >>> shape = {"weight_bytes": 4 * 268e6, "entry_bytes": 2048, "windows": ([512] * 5 + [None]) * 3,
+        ...          "body_params": 100e6, "head_params": 168e6, "heads": 4, "head_dim": 256}
+        >>> [round(v / 1e9, 2) for v in forward_cost(shape, rows=1, query=1, kept=1, context=4096)]
+        [1.11, 0.62]
+        >>> [round(v / 1e9, 2) for v in forward_cost(shape, rows=1, query=7, kept=7, context=4096)]
+        [1.11, 4.33]
+    """
+    seen = context + query
+    positions = sum(
+        (seen if draft_reads is None else draft_reads) if w is None else min(seen, w)
+        for w in shape["windows"]
+    )
+    nbytes = shape["weight_bytes"] + rows * shape["entry_bytes"] * positions
+    flops = 2 * rows * (query * shape.get("body_params", 0) + kept * shape.get("head_params", 0))
+    flops += 4 * rows * query * shape.get("heads", 0) * shape.get("head_dim", 0) * positions
+    return float(nbytes), float(flops)
+
+
 def predicted_speedup(
     *,
     weight_bytes: float,
@@ -53,18 +100,28 @@ def predicted_speedup(
     gamma: int,
     budget_k: int,
     acceptance: float,
+    body_params: float = 0.0,
+    head_params: float = 0.0,
+    heads: int = 0,
+    head_dim: int = 0,
+    byte_rate: float = 1.0,
+    flop_rate: float = math.inf,
+    forward_seconds: float = 0.0,
+    accepted_length: float | None = None,
 ) -> float:
-    """Decode tokens/s of Vegas over plain decoding, predicted by a byte model [reconstructed].
+    """Decode tokens/s of Vegas over plain decoding, predicted by a byte-and-FLOP model [reconstructed].
 
-    A decode forward is taken to cost the bytes it moves (memory-bound decoding): the weights once, plus per
-    row the cache positions each layer attends. Plain decoding: one forward per token, every global layer
-    reading ``context`` positions, a sliding layer ``min(context, window)``. Vegas per iteration: ``gamma``
-    drafts whose global layers read ``budget_k`` selected positions plus the recent tail (``(gamma + 1) / 2``
-    on average), then one verify of ``gamma + 1`` tokens over the full cache, emitting
-    :func:`expected_accepted_length` tokens. Returns ``plain seconds per token / Vegas seconds per token``.
+    A forward costs ``forward_seconds + bytes / byte_rate + FLOPs / flop_rate`` (:func:`forward_cost` counts
+    the bytes and FLOPs; ``forward_seconds`` is the fixed time of a forward: launches, Python). With the
+    defaults a forward costs its bytes only (memory-bound decoding). Plain decoding: one forward per token,
+    every global layer reading ``context`` positions, a sliding layer ``min(context, window)``. Vegas per
+    iteration: ``gamma`` drafts whose global layers read ``budget_k`` selected positions plus the recent tail
+    (``(gamma + 1) / 2`` on average), then one verify of ``gamma + 1`` tokens (all their logits kept) over
+    the full cache, emitting ``accepted_length`` tokens (default :func:`expected_accepted_length`). Returns
+    ``plain seconds per token / Vegas seconds per token``.
 
     Args:
-        weight_bytes: Bytes of the weights a forward reads.
+        weight_bytes: Bytes of the weights a forward reads (a tied LM head counted once).
         entry_bytes: Bytes of one cached position of one layer (K and V of every KV head).
         windows: Per layer, its sliding window, or ``None`` for a global (full-attention) layer.
         context: Cache positions per row.
@@ -72,6 +129,14 @@ def predicted_speedup(
         gamma: Draft tokens per iteration.
         budget_k: Selected positions per global layer (:func:`budget`).
         acceptance: Assumed probability that a draft token is accepted.
+        body_params: Matmul parameters per token row, the LM head excluded.
+        head_params: LM head parameters (per row whose logits are kept).
+        heads: Query heads (attention FLOPs).
+        head_dim: Head size (attention FLOPs).
+        byte_rate: Bytes read per second.
+        flop_rate: FLOPs per second (``inf``: arithmetic is free).
+        forward_seconds: Fixed seconds per forward.
+        accepted_length: Tokens emitted per iteration, if measured.
 
     Example (Gemma-3-270M in fp32 at batch 1 and a 4096-token context: weights dominate, a loss):
         >>> windows = ([512] * 5 + [None]) * 3
@@ -79,15 +144,27 @@ def predicted_speedup(
         ...                         batch=1, gamma=6, budget_k=287, acceptance=0.8), 2)
         0.57
     """
+    shape = {
+        "weight_bytes": weight_bytes,
+        "entry_bytes": entry_bytes,
+        "windows": windows,
+        "body_params": body_params,
+        "head_params": head_params,
+        "heads": heads,
+        "head_dim": head_dim,
+    }
 
-    def forward(global_reads: float, extra: int) -> float:
-        kv = sum(global_reads if w is None else min(context, w) + extra for w in windows)
-        return weight_bytes + batch * entry_bytes * kv
+    def cost(query: int, reads: float | None) -> float:
+        nbytes, flops = forward_cost(
+            shape, rows=batch, query=query, kept=query, context=context, draft_reads=reads
+        )
+        return forward_seconds + nbytes / byte_rate + flops / flop_rate
 
-    plain = forward(context, 0)
-    draft = forward(min(budget_k, context) + (gamma + 1) / 2, 0)
-    verify = forward(context + gamma + 1, gamma)
-    return plain * expected_accepted_length(acceptance, gamma) / (gamma * draft + verify)
+    plain = cost(1, None)
+    draft = cost(1, min(budget_k, context) + (gamma + 1) / 2)
+    verify = cost(gamma + 1, None)
+    tau = expected_accepted_length(acceptance, gamma) if accepted_length is None else accepted_length
+    return plain * tau / (gamma * draft + verify)
 
 
 def score_row_index(rows: int, last: Sequence[int] | None, batch: int) -> torch.Tensor:
