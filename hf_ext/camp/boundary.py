@@ -177,14 +177,16 @@ def knowledge_feedback(
             after ``"A:"``.
 
     Returns:
-        A list of ``{"instruction", "completions": [{"response", "annotations", "overall_score"}, ...],
-        "known"}`` records for :func:`~hf_ext.camp.data.ultrafeedback_to_camp`.
+        One record per probe, with ``instruction``, ``completions`` (each with ``response``,
+        ``annotations`` and ``overall_score``) and ``known``, the layout ``ultrafeedback_to_camp`` reads.
 
     Example:
         >>> probe = {"prompt": "Q: capital of Zorbland?", "answer": "Zorb.", "known": False}
-        >>> rec = knowledge_feedback([probe])
-        >>> [(c["response"], c["overall_score"]) for c in rec[0]["completions"]]
-        [(' Zorb.', 3.25), (" I don't know.", 2.75)]
+        >>> (record,) = knowledge_feedback([probe])
+        >>> for c in record["completions"]:
+        ...     print(repr(c["response"]), c["overall_score"])
+        ' Zorb.' 3.25
+        " I don't know." 2.75
     """
     table = dict(RATINGS if ratings is None else ratings)
     missing = [k for k in RATING_KINDS if k not in table]

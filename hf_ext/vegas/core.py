@@ -57,7 +57,8 @@ def forward_cost(
 
     Bytes: the weights once (``shape["weight_bytes"]``; a tied embedding is counted once, as the LM head reads
     it whole) plus, per row and layer, the cache positions attended (a global layer ``context + query``, or
-    ``draft_reads`` when given, as a sparse draft reads; a sliding layer ``min(context + query, window)``).
+    ``draft_reads`` when given, as a sparse draft reads; a sliding layer ``min(context + query, window +
+    query - 1)``, the union of its query rows' windows).
     FLOPs: ``2 x body_params`` per token row, ``2 x head_params`` per row whose logits are kept (the LM head:
     a verify keeps ``gamma + 1``, a draft 1) and ``4 x heads x head_dim`` per query row and position attended.
 
@@ -80,8 +81,9 @@ def forward_cost(
         [1.11, 4.33]
     """
     seen = context + query
+    # a sliding layer: the union of the query rows' windows (a verify reads its window plus its extra rows)
     positions = sum(
-        (seen if draft_reads is None else draft_reads) if w is None else min(seen, w)
+        (seen if draft_reads is None else draft_reads) if w is None else min(seen, w + query - 1)
         for w in shape["windows"]
     )
     nbytes = shape["weight_bytes"] + rows * shape["entry_bytes"] * positions

@@ -269,12 +269,13 @@ def test_the_byte_model_hand_computed():
 
     assert expected_accepted_length(0.5, 2) == 1.75 and expected_accepted_length(1.0, 6) == 7.0
     # one global layer, weights 100 bytes, 10 bytes per position, context 50, batch 2, gamma 2, budget 10:
-    # plain 100 + 2*10*50 = 1100; draft 100 + 2*10*(10 + 1.5) = 330; verify 100 + 2*10*53 = 1160
+    # plain 100 + 2*10*51 = 1120 (the new token's own position too); draft 100 + 2*10*(10 + 1.5) = 330;
+    # verify 100 + 2*10*53 = 1160
     ratio = predicted_speedup(
         weight_bytes=100, entry_bytes=10, windows=[None], context=50, batch=2, gamma=2, budget_k=10,
         acceptance=0.5,
     )  # fmt: skip
-    assert ratio == pytest.approx(1100 * 1.75 / (2 * 330 + 1160))
+    assert ratio == pytest.approx(1120 * 1.75 / (2 * 330 + 1160))
     # a sliding layer reads its window in every forward (and the verify's extra rows): no saving there
     slid = predicted_speedup(
         weight_bytes=0, entry_bytes=1, windows=[8], context=50, batch=1, gamma=2, budget_k=10, acceptance=1.0
