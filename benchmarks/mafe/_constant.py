@@ -21,7 +21,7 @@ def action_grid(space: spaces.Space) -> np.ndarray:
     """Every action of a ``Discrete(n)`` (shape ``(n,)``) or ``MultiDiscrete(nvec)`` space
     (``(prod(nvec), len(nvec))``, row-major)."""
     if isinstance(space, spaces.Discrete):
-        return np.arange(space.n)
+        return np.arange(int(space.n))
     if isinstance(space, spaces.MultiDiscrete):
         nvec = tuple(int(n) for n in space.nvec)
         return np.stack(np.unravel_index(np.arange(int(np.prod(nvec))), nvec), -1)

@@ -379,7 +379,7 @@ class MAFEParallelEnv(ParallelEnv):
         if isinstance(space, spaces.Discrete):
             try:
                 a = int(action)
-                ok = a == action and 0 <= a < space.n
+                ok = a == action and 0 <= a < int(space.n)
             except (TypeError, ValueError):
                 ok = False
             if not ok:
