@@ -103,6 +103,9 @@ class VegasState:
         self.runs: dict[int, float] = {}  # per layer, contiguous runs in the rows' selections (summed)
         self.selection_runs = 0.0  # runs the drafts read: each is a jump in the slot list (a scattered read)
         self._warned_degenerate = False
+        # False when no draft will read a selection (the combined draft decoding by prompt lookup alone): the
+        # verify then runs exact SDPA without scoring, and no selection is refreshed
+        self.selecting = True
 
     # ---------------------------------------------------------------- called by the attention function
     def _selector(self, layer_idx: int) -> str:
@@ -293,7 +296,7 @@ def vegas_attention_forward(
     q, window = query.shape[2], _window(module, layer)
     scores = None
     short_prompt = vegas_mode == "prefill" and kernel_applies(query, key, value)  # <= 64 query vectors
-    chunk = vegas_mode == "verify" or short_prompt
+    chunk = (vegas_mode == "verify" and vegas_state.selecting) or short_prompt
     if isinstance(layer, InPlaceLayer) and window is None and chunk:
         n_keys = vegas_state.live_lengths(layer.lengths, q)
         out, scores = vegas_state.verify_attention(
@@ -316,7 +319,7 @@ def vegas_attention_forward(
     vegas_state.entries[vegas_mode] += float(sum(reads))
     if vegas_mode != "prefill":
         vegas_state.pairs += float(sum(reads)) * q * query.shape[1]
-    if is_global and vegas_mode != "draft":
+    if is_global and vegas_mode != "draft" and vegas_state.selecting:
         vegas_state.refresh(
             layer_idx, query, key, value, scale, n_keys, prefill=vegas_mode == "prefill", scores=scores
         )

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 import torch
-from transformers.cache_utils import Cache, CacheLayerMixin
+from transformers.cache_utils import Cache, CacheLayerMixin, DynamicCache
 
 from hf_ext._registry import paper
 
@@ -182,6 +182,21 @@ class InPlaceCache(Cache):
         ]
         Cache.__init__(view, layers=cast(Any, view.slots))
         return view
+
+    def to_dynamic(self, config: Any) -> DynamicCache:
+        """The committed entries in the host's ``DynamicCache`` (equal rows; its sliding layers keep their
+        window, as the host's own decoding does). Entries are shared until the host appends.
+
+        Raises:
+            ValueError: the rows hold different lengths (a ragged batch).
+        """
+        if len(set(self.lengths)) != 1:
+            raise ValueError(f"Only equal rows copy into a DynamicCache; the lengths are {self.lengths}.")
+        n, out = self.lengths[0], DynamicCache(config=config)
+        if n:
+            for dst, src in zip(out.layers, self.slots):
+                dst.update(src.keys[:, :, :n], src.values[:, :, :n])
+        return out
 
     @classmethod
     def from_cache(cls, cache: Cache, config: Any, max_cache_len: int) -> InPlaceCache:

@@ -38,7 +38,8 @@ class VegasConfig:
         fallback (`bool`, *optional*, defaults to `True`): Decode plainly (the host's own loop) when the byte
             model of :func:`~hf_ext.vegas.core.predicted_speedup` predicts Vegas below plain decoding for the
             call's model, prompt length, batch and budget; ``VegasStats.decision`` then reads ``"plain"``.
-            ``False`` always drafts.
+            With the combined draft (``lookup_ngram >= 1``) the call instead keeps its prompt-lookup drafts
+            and drops the sparse ones (``"lookup"``). ``False`` always drafts.
         fallback_acceptance (`float`, *optional*, defaults to 0.8): Draft acceptance in ``[0, 1]`` the
             prediction assumes (Vegas accepted about 0.8 on Gemma-3-270M's copy prompt).
         lookup_ngram (`int`, *optional*, defaults to 0): The combined draft: with ``n >= 1``, a row whose last

@@ -67,9 +67,10 @@ class VegasStats:
             start, selectable length and budget of the selection the draft used, draft length, accepted count.
         lookup_drafts: Row-iterations drafted by prompt lookup (``VegasConfig(lookup_ngram=n)``), not by the
             model; their tokens count in ``drafted`` and ``accepted`` too.
-        decision: ``"vegas"`` (drafted and verified), or ``"plain"`` when ``VegasConfig(fallback=True)`` and
-            the byte model predicted a loss: the call then ran the host's plain decoding loop and every
-            counter above is 0.
+        decision: ``"vegas"`` (drafted and verified); when ``VegasConfig(fallback=True)`` and the cost
+            model predicted sparse drafts slower than plain decoding, ``"lookup"`` with the combined draft
+            (``lookup_ngram >= 1``: rows draft by prompt lookup only, a row without a match decodes one token
+            per verify) or else ``"plain"`` (the host's plain decoding loop ran and every counter above is 0).
         predicted_speedup: The byte model's predicted tokens/s ratio of Vegas over plain decoding for this
             call (:func:`~hf_ext.vegas.core.predicted_speedup`); ``None`` with ``fallback=False``.
     """
@@ -268,6 +269,7 @@ class _Loop:
         streamer: Any,
         config: VegasConfig,
         model_kwargs: dict[str, Any],
+        sparse_drafts: bool = True,
     ) -> None:
         self.model = model
         self.processor = logits_processor
@@ -297,7 +299,8 @@ class _Loop:
         self.extra = {k: v for k, v in model_kwargs.items() if k not in _OWN_KWARGS}
         self.global_layers = [i for i, layer in enumerate(self.cache.layers) if not layer.is_sliding]
         self.state = VegasState(config, generation_config.max_length, self.global_layers, self.cache)
-        self.stats = VegasStats()
+        self.state.selecting = sparse_drafts
+        self.stats = VegasStats(decision="vegas" if sparse_drafts else "lookup")
         eos = generation_config._eos_token_tensor
         self.eos = set() if eos is None else {int(t) for t in eos.flatten()}
         # transformers pads the rows that finished when an EOS criterion is there; without one they go on
@@ -557,7 +560,7 @@ class _Loop:
             self.state.retired = list(done)
             with Timer(input_ids.device) as t_draft:
                 copied = self.lookup(rows, gammas)
-                gammas = [0 if c else g for c, g in zip(copied, gammas)]
+                gammas = [0 if c or not self.state.selecting else g for c, g in zip(copied, gammas)]
                 tokens, draft_scores = (
                     self.draft(rows, gammas) if max(gammas) else ([[] for _ in rows], [[] for _ in rows])
                 )
@@ -642,7 +645,9 @@ def vegas_generate(
 
     With ``VegasConfig(fallback=True)`` (the default) the call first predicts Vegas's speed over plain
     decoding (:func:`~hf_ext.vegas.core.predicted_speedup`) and, below 1.0, runs the host's own decoding loop
-    instead (``vegas_stats.decision == "plain"``).
+    instead (``vegas_stats.decision == "plain"``; an ``InPlaceCache`` passed in is copied into the host's
+    ``DynamicCache`` first, which the output then holds), or with the combined draft (``lookup_ngram >= 1``)
+    keeps its prompt-lookup drafts and drops the sparse ones (``"lookup"``).
 
     Args:
         model: A decoder-only transformers causal LM whose attention modules carry ``layer_idx``.
@@ -692,8 +697,14 @@ def vegas_generate(
         if config.fallback:
             mask = model_kwargs.get("attention_mask")
             ratio = predict(model, input_ids, mask, generation_config.max_length, config)
-        if ratio is not None and ratio < 1.0:
+        sparse = ratio is None or ratio >= 1.0
+        if not sparse and not config.lookup_ngram:
             logger.info("Vegas predicted at %.2fx plain decoding here: decoding plainly.", ratio)
+            cache = model_kwargs.get("cache")
+            if isinstance(cache, InPlaceCache) and len(set(cache.lengths)) == 1:
+                # the host's attention on the in-place cache reads every sliding layer's whole history under
+                # a mask; its own cache keeps only their window
+                model_kwargs = {**model_kwargs, "cache": cache.to_dynamic(model.config)}
             plain = model._sample(
                 input_ids,
                 logits_processor=logits_processor,
@@ -717,7 +728,10 @@ def vegas_generate(
             stream,
             config,
             model_kwargs,
+            sparse_drafts=sparse,
         )
+        if not sparse:
+            logger.info("Vegas predicted at %.2fx plain decoding here: prompt-lookup drafts only.", ratio)
         with attention_implementation(model, register_vegas_attention(in_place=loop.in_place)):
             sequences = loop.run(input_ids)
         loop.stats.predicted_speedup = ratio

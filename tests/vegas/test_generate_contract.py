@@ -310,6 +310,45 @@ def test_fallback_decodes_plainly_where_the_byte_model_predicts_a_loss():
     assert off.decision == "vegas" and off.predicted_speedup is None
 
 
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_fallback_on_a_prefilled_in_place_cache_decodes_on_the_hosts_cache(arch):
+    from transformers import DynamicCache
+
+    from hf_ext import VegasConfig
+    from hf_ext.vegas.cache import InPlaceCache
+
+    lm = _model(arch)
+    ids, _ = _padded([40, 40], seed=12)  # 40 positions: past gemma3's 16-token window
+    cache = InPlaceCache(lm.config, 2, 80, dtype=torch.float64)
+    with torch.no_grad():
+        lm(input_ids=ids[:, :-1], cache=cache, use_cache=True)
+    copied = cache.to_dynamic(lm.config)
+    assert isinstance(copied, DynamicCache) and copied.get_seq_length() == 39
+    cfg = VegasConfig(num_draft_tokens=4, min_tokens=16, sparse_ratio=0.1)
+    out = _vegas(lm, ids, cache=cache, vegas_config=cfg, max_new_tokens=8)
+    assert out.vegas_stats.decision == "plain"
+    assert torch.equal(out.sequences, lm.generate(ids, max_new_tokens=8, do_sample=False))
+    cache.set_lengths([39, 30])
+    with pytest.raises(ValueError, match=r"lengths are \[39, 30\]"):
+        cache.to_dynamic(lm.config)
+
+
+def test_fallback_with_the_combined_draft_keeps_prompt_lookup_and_drops_sparse_drafts():
+    from hf_ext import VegasConfig
+    from hf_ext.testing import tiny_llama
+
+    lm = tiny_llama(**ARCH)  # batch 1, short prompt: sparse drafts are predicted to lose
+    ids, _ = _padded([40], seed=6)
+    ids = torch.cat([ids, ids], 1)  # the prompt repeats: lookup has matches
+    ref = lm.generate(ids, max_new_tokens=12, do_sample=False)
+    cfg = VegasConfig(num_draft_tokens=4, min_tokens=16, sparse_ratio=0.1, lookup_ngram=2)
+    out = _vegas(lm, ids, vegas_config=cfg, max_new_tokens=12)
+    s = out.vegas_stats
+    assert torch.equal(out.sequences, ref)
+    assert s.decision == "lookup" and s.predicted_speedup < 1.0
+    assert s.draft_forwards == 0 and s.lookup_drafts > 0 and s.drafted > 0  # every draft token was copied
+
+
 def test_fallback_ends_the_streamer_once():
     from transformers import TextIteratorStreamer
 
