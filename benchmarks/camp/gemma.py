@@ -281,6 +281,10 @@ def train_arm(
                 logging_strategy="no",
                 disable_tqdm=True,
                 dataloader_num_workers=0,
+                # trl's defaults cost ~2.7x per step on CPU: bf16 autocast without native bf16 units, and
+                # recomputed activations (checkpointing) for a LoRA step that fits memory easily.
+                bf16=False,
+                gradient_checkpointing=False,
             )
             config: Any = DPOConfig(**common) if trainer_name == "dpo" else CAMPConfig(**common, **extra)
             cls: Any = DPOTrainer if trainer_name == "dpo" else CAMPTrainer
@@ -418,6 +422,74 @@ def lead_interval(
     return leads[int(0.025 * len(leads))], leads[int(0.975 * len(leads)) - 1]
 
 
+def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Runs of the same configuration on different seeds (one process each) as one result."""
+    fixed = ("lora", "train", "n_known", "n_facts")
+    first = results[0]["config"]
+    for other in results[1:]:
+        if any(other["config"][k] != first[k] for k in fixed):
+            raise ValueError(f"`results`: configurations differ in {fixed}: {first} vs {other['config']}")
+    config = {**first, "seeds": [s for r in results for s in r["config"]["seeds"]]}
+    return {
+        "config": config,
+        "probes": results[0]["probes"],
+        "runs": [x for r in results for x in r["runs"]],
+    }
+
+
+def crossfit_lead(
+    result: dict[str, Any], mine: str, others: tuple[str, ...], seed: int = 0
+) -> list[dict[str, Any]]:
+    """Per seed: ``mine``'s truthfulness lead over the best of ``others`` at an operating point picked on one
+    half of the held-out questions and measured on the other.
+
+    Each seed's held-out questions are halved (known and unknown separately). On one half, ``mine``'s bias
+    index with the largest lead over the envelope of ``others``' fronts (their best truthfulness at
+    helpfulness >= H) is picked; the lead at that index is measured on the other half; then the halves swap.
+    Returns one row per seed, ``{"seed", "lead", "helpfulness", "picked_lead"}``: means over the two
+    directions, ``picked_lead`` being the in-sample lead at the pick.
+    """
+    rng = random.Random(seed)
+    out = []
+    for run_seed in result["config"]["seeds"]:
+        by = {r["system"]: r for r in result["runs"] if r["seed"] == run_seed}
+        known = by[mine]["known"]
+        halves: tuple[list[int], list[int]] = ([], [])
+        for group in (True, False):
+            idx = [i for i, k in enumerate(known) if k == group]
+            rng.shuffle(idx)
+            halves[0].extend(idx[::2])
+            halves[1].extend(idx[1::2])
+        leads, helps, picked = [], [], []
+        for pick, measure in (halves, halves[::-1]):
+            f_pick, f_measure = _fronts(by, (mine, *others), pick), _fronts(by, (mine, *others), measure)
+            lead, _, at = dominance(
+                {"front": f_pick[mine]}, {"front": [p for s in others for p in f_pick[s]]}
+            )
+            h, t = f_measure[mine][at]
+            rivals = [t2 for s in others for h2, t2 in f_measure[s] if h2 >= h]
+            leads.append(t - max(rivals, default=0.0))
+            helps.append(h)
+            picked.append(lead)
+        out.append(
+            {
+                "seed": run_seed,
+                "lead": statistics.fmean(leads),
+                "helpfulness": statistics.fmean(helps),
+                "picked_lead": statistics.fmean(picked),
+            }
+        )
+    return out
+
+
+def _fronts(
+    by: dict[str, dict[str, Any]], systems: tuple[str, ...], idx: list[int]
+) -> dict[str, list[tuple[float, float]]]:
+    """Each system's front over the held-out questions ``idx`` of one seed's runs ``by`` system."""
+    known = [by[systems[0]]["known"][i] for i in idx]
+    return {s: front([by[s]["scores"][i] for i in idx], known, BIASES) for s in systems}
+
+
 def plot(result: dict[str, Any], path: Path) -> Path:
     """The seed-mean truthfulness-helpfulness fronts (refusal-bias sweep) of every system, one PNG."""
     import matplotlib
@@ -447,15 +519,61 @@ def plot(result: dict[str, Any], path: Path) -> Path:
     return path
 
 
+def report(result: dict[str, Any]) -> str:
+    """Markdown: per seed and system AUROC, over-refusal and fabrication at bias 0, then the seed mean +- SD;
+    then CAMP's cross-fitted lead (:func:`crossfit_lead`) over DPO and MODPO and over the best baseline."""
+    lines = [
+        "| seed | system | AUROC | over-refusal, bias 0 | fabrication, bias 0 | s per arm |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in result["runs"]:
+        lines.append(
+            f"| {r['seed']} | {r['system']} | {r['auroc']:.3f} | {r['over_refusal']:.3f} | "
+            f"{r['fabrication']:.3f} | {r['train_s']:.0f} |"
+        )
+    for row in summary(result):
+        lines.append(
+            f"| mean ± SD | {row['system']} | {row['auroc']:.3f} ± {row['auroc_sd']:.3f} | "
+            f"{row['over_refusal']:.3f} ± {row['over_refusal_sd']:.3f} | "
+            f"{row['fabrication']:.3f} ± {row['fabrication_sd']:.3f} | |"
+        )
+    lines += [
+        "",
+        "| CAMP vs | lead per seed (H) | mean ± SD | in-sample lead at the pick |",
+        "|---|---|---|---|",
+    ]
+    for others in (
+        ("dpo",),
+        ("modpo_margin",),
+        ("dpo", "modpo_margin"),
+        ("dpo", "dpo_relabel", "modpo_margin"),
+    ):
+        rows = crossfit_lead(result, "camp", others)
+        leads = [r["lead"] for r in rows]
+        sd = statistics.stdev(leads) if len(leads) > 1 else 0.0
+        per_seed = ", ".join(f"{r['lead']:+.3f} ({r['helpfulness']:.2f})" for r in rows)
+        mean, picked = statistics.fmean(leads), statistics.fmean(r["picked_lead"] for r in rows)
+        lines.append(f"| {' + '.join(others)} | {per_seed} | {mean:+.3f} ± {sd:.3f} | {picked:+.3f} |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     import json
     import sys
 
+    if sys.argv[1] == "--merge":  # --merge OUT.json PLOT.png IN.json...
+        result = merge([json.loads(Path(p).read_text()) for p in sys.argv[4:]])
+        Path(sys.argv[2]).write_text(json.dumps(result, indent=1))
+        plot(result, Path(sys.argv[3]))
+        print(report(result))
+        sys.exit()
+
     import datasets
 
     datasets.disable_progress_bars()
-    with pinned_threads(2):
+    with pinned_threads(1):  # the shared host runs two jobs on two cores
         result = run(tuple(int(s) for s in sys.argv[2].split(",")))
     Path(sys.argv[1]).write_text(json.dumps(result, indent=1))
     if len(sys.argv) > 3:
         plot(result, Path(sys.argv[3]))
+    print(report(result))
