@@ -449,9 +449,9 @@ def crossfit_lead(
     Returns one row per seed, ``{"seed", "lead", "helpfulness", "picked_lead"}``: means over the two
     directions, ``picked_lead`` being the in-sample lead at the pick.
     """
-    rng = random.Random(seed)
     out = []
     for run_seed in result["config"]["seeds"]:
+        rng = random.Random(1000 * seed + run_seed)  # a seed's halves do not depend on the other seeds run
         by = {r["system"]: r for r in result["runs"] if r["seed"] == run_seed}
         known = by[mine]["known"]
         halves: tuple[list[int], list[int]] = ([], [])
