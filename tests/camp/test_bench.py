@@ -142,21 +142,18 @@ def test_gemma_fact_table_split_and_front_figures() -> None:
     assert G.dominance(mine, other) == (0.5, 0.5, 0)
     # cross-fitted lead: "camp" separates known from unknown perfectly, "dpo" not at all -> lead 1 at H = 1
     known8 = [True, False] * 4
+    cfg: dict[str, Any] = {"lora": 1, "train": 1, "n_known": 1, "n_facts": 1}
+    camp_scores = [-1.0 if k else 1.0 for k in known8]
     per_seed = [
-        {"config": {**cfg, "seeds": [seed]}, "probes": [], "runs": runs}
-        for seed in (0, 1)
-        for cfg in [{"lora": 1, "train": 1, "n_known": 1, "n_facts": 1}]
-        for runs in [
-            [
-                {
-                    "seed": seed,
-                    "system": "camp",
-                    "known": known8,
-                    "scores": [-1.0 if k else 1.0 for k in known8],
-                },
+        {
+            "config": dict(cfg, seeds=[seed]),
+            "probes": [],
+            "runs": [
+                {"seed": seed, "system": "camp", "known": known8, "scores": camp_scores},
                 {"seed": seed, "system": "dpo", "known": known8, "scores": [0.0] * 8},
-            ]
-        ]
+            ],
+        }
+        for seed in (0, 1)
     ]
     merged = G.merge(per_seed)
     assert merged["config"]["seeds"] == [0, 1] and len(merged["runs"]) == 4
