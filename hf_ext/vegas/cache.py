@@ -194,7 +194,7 @@ class InPlaceCache(Cache):
             raise ValueError(f"Only equal rows copy into a DynamicCache; the lengths are {self.lengths}.")
         n, out = self.lengths[0], DynamicCache(config=config)
         if n:
-            for dst, src in zip(out.layers, self.slots):
+            for dst, src in zip(cast(list[Any], out.layers), self.slots):
                 dst.update(src.keys[:, :, :n], src.values[:, :, :n])
         return out
 
