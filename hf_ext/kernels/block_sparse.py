@@ -233,12 +233,27 @@ def _partial_slots(
     return pslot.view(b, h, n_q, max_k)
 
 
-def _tiles(x: torch.Tensor, block: int) -> torch.Tensor:
-    """``[B, H, S, D]`` -> ``[B*H*n, block, D]`` float32, zero-padded to a whole number of tiles."""
+def _tiles(x: torch.Tensor, block: int, name: str = "") -> torch.Tensor:
+    """``[B, H, S, D]`` -> ``[B*H*n, block, D]`` float32, zero-padded to a whole number of tiles (with a
+    ``name``, written straight into a reused buffer where :func:`_buffer` allows: one copy, no fresh
+    allocation)."""
     b, h, s, d = x.shape
     n = math.ceil(s / block)
-    x = torch.nn.functional.pad(x.to(torch.float32), (0, 0, 0, n * block - s))
-    return x.reshape(b * h * n, block, d)
+    buf = _buffer(name, b * h * n * block * d, x) if name else None
+    if buf is None:
+        x = torch.nn.functional.pad(x.to(torch.float32), (0, 0, 0, n * block - s))
+        return x.reshape(b * h * n, block, d)
+    return _fill_tiles(buf, x, block)
+
+
+def _fill_tiles(buf: torch.Tensor, x: torch.Tensor, block: int) -> torch.Tensor:
+    """Write ``x`` ``[B, H, S, D]``, zero-padded to whole tiles, at the start of the flat fp32 ``buf``;
+    returns ``buf`` as ``[-1, block, D]``."""
+    b, h, s, d = x.shape
+    padded = buf[: b * h * math.ceil(s / block) * block * d].view(b, h, -1, d)
+    padded[:, :, :s].copy_(x)
+    padded[:, :, s:].zero_()
+    return buf.view(-1, block, d)
 
 
 def _valid_tiles(kv_valid: torch.Tensor | None, s: int, block: int, device: torch.device) -> torch.Tensor:
@@ -265,21 +280,23 @@ def _reference_block_sparse_attention(
     Every query tile attends to a fixed-width row of ``max_k`` gathered key tiles in one batched attention,
     unused slots and padding keys masked by a ``-inf`` logit bias. The coarse keys join that same attention:
     each query tile's pooled keys are packed into whole extra tiles appended to its row (one softmax, no
-    second pass or merge). The partial pairs are one-tile rows of a second batched attention.
+    second pass or merge), written straight after the key tiles in the one table the row gather reads. The
+    partial pairs are one-tile rows of a second batched attention.
     """
     b, h, s, d = q.shape
     n, max_k = lut.shape[2], lut.shape[3]
     dev = q.device
-    qt, kt, vt = (_tiles(x, block) for x in (q, k, v))  # [B*H*n, block, D]
     valid = _valid_tiles(kv_valid, s, block, dev)  # [n, block]
     base = torch.arange(b * h, device=dev).view(b, h, 1, 1) * n
     live = torch.arange(max_k, device=dev) < lut_count[..., None]
     tile = torch.where(live, lut.long(), 0)
     keep = (live[..., None] & valid[tile]).flatten(0, 2).flatten(1)  # [R, max_k * block]
     ids = (tile + base).flatten(0, 2)
-    bias = _bias(keep)
-    if coarse is not None:
-        kt, vt, ids, bias = _with_coarse_tiles(kt, vt, ids, bias, coarse, base)
+    qt = _tiles(q, block, "qt")  # [B*H*n, block, D]
+    if coarse is None:
+        kt, vt, bias = _tiles(k, block, "kt"), _tiles(v, block, "vt"), _bias(keep)
+    else:
+        kt, vt, ids, bias = _with_coarse_tiles(k, v, ids, keep, coarse, base, block)
     out, lse = _attend(qt, _gather(kt, ids, "k"), _gather(vt, ids, "v"), bias, scale)
     parts = None
     if pairs is not None:
@@ -301,55 +318,74 @@ def _reference_block_sparse_attention(
 
 
 def _with_coarse_tiles(
-    kt: torch.Tensor,
-    vt: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
     ids: torch.Tensor,
-    bias: torch.Tensor,
+    keep: torch.Tensor,
     coarse: CoarseKeys,
     base: torch.Tensor,
+    block: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Append every query tile's coarse keys to its LUT row as whole extra tiles.
+    """Key and value tables with every query tile's coarse keys appended to its LUT row as whole extra tiles.
 
     The ``n_c`` entries of ``m`` pooled keys of each query tile are padded to ``n_v = ceil(n_c m / block)``
-    tiles (padding entries masked), stored after the ``N`` real tiles of ``kt``/``vt`` ``[N, block, D]``, and
-    their ids and logit biases (``log_count + bias``, ``-inf`` for unused entries) appended to ``ids``
-    ``[R, max_k]`` and ``bias`` ``[R, max_k * block]``.
+    tiles (padding entries masked) and written after the ``N = B*H*n`` tiles of ``k``/``v``
+    ``[B, H, S, D]`` in one table ``[N + R * n_v, block, D]`` each (K and V are copied once, into the table,
+    not tiled first and then copied in). Returns the two tables, ``ids`` ``[R, max_k]`` with the extra
+    tiles' ids appended, and the logit bias ``[R, (max_k + n_v) * block]``: 0 for kept keys, ``-inf`` for
+    masked ones (``keep``), ``log_count + bias`` for the pooled keys (``-inf`` for unused entries).
     """
     keys, values, log_count, c_lut, c_bias = coarse
-    n_all, block, d = kt.shape
+    n = c_lut.shape[2]
     r, n_c = ids.shape[0], c_lut.shape[-1]
-    m = keys.shape[2] // c_lut.shape[2]
+    m = keys.shape[2] // n
     n_v = -(-n_c * m // block)
     pad = n_v * block // m - n_c  # padding entries so the packed keys fill whole tiles
-    c_lut = torch.nn.functional.pad(c_lut.long(), (0, pad), value=-1)
-    c_bias = torch.nn.functional.pad(c_bias.float(), (0, pad))
     live = c_lut >= 0
-    tile = torch.where(live, c_lut, 0)  # [B, H, n, n_c + pad]
-    sub = tile[..., None] * m + torch.arange(m, device=kt.device)  # [B, H, n, n_c + pad, m]
-    logit = torch.where(live[..., None], log_count[sub] + c_bias[..., None], -math.inf)
-    sel = (tile + base).flatten()
-    tables = []
-    for x, tiles, name in ((keys, kt, "kt"), (values, vt, "vt")):
-        src = x.to(torch.float32).reshape(n_all, m * d)
-        buf = _buffer(name, tiles.numel() + r * n_v * block * d, src)
-        if buf is None:
-            tables.append(torch.cat([tiles, src.index_select(0, sel).view(r * n_v, block, d)]))
-            continue
-        buf[: tiles.numel()].view(tiles.shape).copy_(tiles)
-        torch.index_select(src, 0, sel, out=buf[tiles.numel() :].view(-1, m * d))
-        tables.append(buf.view(-1, block, d))
-    extra = n_all + torch.arange(r * n_v, device=ids.device).view(r, n_v)
-    return (
-        tables[0],
-        tables[1],
-        torch.cat([ids, extra], 1),
-        torch.cat([bias, logit.reshape(r, n_v * block)], 1),
+    tile = torch.where(live, c_lut.long(), 0)  # [B, H, n, n_c]
+    logit = torch.where(live[..., None], log_count.view(n, m)[tile] + c_bias.float()[..., None], -math.inf)
+    sel = (tile + base).reshape(r, n_c)
+    logit = logit.reshape(r, n_c * m)
+    if pad:
+        sel = torch.nn.functional.pad(sel, (0, pad))
+        logit = torch.nn.functional.pad(logit, (0, pad * m), value=-math.inf)
+    kt, vt = (
+        _tile_table(x, pooled, sel, block, name) for x, pooled, name in ((k, keys, "kt"), (v, values, "vt"))
     )
+    extra = k.shape[0] * k.shape[1] * n + torch.arange(r * n_v, device=ids.device).view(r, n_v)
+    bias = _bias(keep, n_v * block, logit)
+    bias[:, keep.shape[1] :] = logit
+    return kt, vt, torch.cat([ids, extra], 1), bias
 
 
-def _bias(keep: torch.Tensor) -> torch.Tensor:
-    """``[R, L]`` bool -> additive logit bias (0 kept, ``-inf`` masked)."""
-    return torch.zeros(keep.shape, device=keep.device).masked_fill_(~keep, -math.inf)
+def _tile_table(
+    x: torch.Tensor, pooled: torch.Tensor, sel: torch.Tensor, block: int, name: str
+) -> torch.Tensor:
+    """``x`` ``[B, H, S, D]`` zero-padded to ``N = B*H*n`` whole tiles, followed by the pooled rows of the
+    key tiles ``sel`` ``[R, e]`` picks (``m`` rows of ``pooled`` ``[B, H, n * m, D]`` each), as one fp32
+    table ``[N + R * e * m / block, block, D]`` (into a reused buffer when :func:`_buffer` allows)."""
+    b, h, s, d = x.shape
+    n = math.ceil(s / block)
+    m = pooled.shape[2] // n
+    src = pooled.to(torch.float32).reshape(b * h * n, m * d)
+    head = b * h * n * block * d
+    table = _buffer(name, head + sel.numel() * m * d, pooled if pooled.requires_grad else x)
+    if table is None:
+        return torch.cat([_tiles(x, block), src.index_select(0, sel.flatten()).view(-1, block, d)])
+    torch.index_select(src, 0, sel.flatten(), out=table[head:].view(-1, m * d))
+    return _fill_tiles(table, x, block)
+
+
+def _bias(keep: torch.Tensor, spare: int = 0, like: torch.Tensor | None = None) -> torch.Tensor:
+    """``[R, L]`` bool -> additive logit bias ``[R, L + spare]`` (0 kept, ``-inf`` masked; the ``spare``
+    columns are left for the caller), in a reused buffer when :func:`_buffer` allows for ``like`` (the
+    tensor that will fill the spare columns; default ``keep``)."""
+    r, width = keep.shape
+    buf = _buffer("bias", r * (width + spare), keep if like is None else like)
+    bias = torch.empty(r, width + spare, device=keep.device) if buf is None else buf.view(r, width + spare)
+    bias[:, :width] = 0.0
+    bias[:, :width].masked_fill_(~keep, -math.inf)
+    return bias
 
 
 _SCRATCH: dict[tuple[str, torch.device], torch.Tensor] = {}
