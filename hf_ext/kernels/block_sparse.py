@@ -280,8 +280,7 @@ def _reference_block_sparse_attention(
     Every query tile attends to a fixed-width row of ``max_k`` gathered key tiles in one batched attention,
     unused slots and padding keys masked by a ``-inf`` logit bias. The coarse keys join that same attention:
     each query tile's pooled keys are packed into whole extra tiles appended to its row (one softmax, no
-    second pass or merge), written straight after the key tiles in the one table the row gather reads. The
-    partial pairs are one-tile rows of a second batched attention.
+    second pass or merge). The partial pairs are one-tile rows of a second batched attention.
     """
     b, h, s, d = q.shape
     n, max_k = lut.shape[2], lut.shape[3]
@@ -292,12 +291,14 @@ def _reference_block_sparse_attention(
     tile = torch.where(live, lut.long(), 0)
     keep = (live[..., None] & valid[tile]).flatten(0, 2).flatten(1)  # [R, max_k * block]
     ids = (tile + base).flatten(0, 2)
-    qt = _tiles(q, block, "qt")  # [B*H*n, block, D]
+    qt, kt, vt = (
+        _tiles(x, block, name) for x, name in ((q, "qt"), (k, "kt"), (v, "vt"))
+    )  # [B*H*n, block, D]
     if coarse is None:
-        kt, vt, bias = _tiles(k, block, "kt"), _tiles(v, block, "vt"), _bias(keep)
+        kg, vg, bias = _gather(kt, ids, "k"), _gather(vt, ids, "v"), _bias(keep)
     else:
-        kt, vt, ids, bias = _with_coarse_tiles(k, v, ids, keep, coarse, base, block)
-    out, lse = _attend(qt, _gather(kt, ids, "k"), _gather(vt, ids, "v"), bias, scale)
+        kg, vg, bias = _with_coarse_keys(kt, vt, ids, keep, coarse, base)
+    out, lse = _attend(qt, kg, vg, bias, scale)
     parts = None
     if pairs is not None:
         ok = (pairs[..., 0] >= 0).flatten()
@@ -317,27 +318,29 @@ def _reference_block_sparse_attention(
     return out, lse.view(b, h, n * block)[:, :, :s], parts
 
 
-def _with_coarse_tiles(
-    k: torch.Tensor,
-    v: torch.Tensor,
+def _with_coarse_keys(
+    kt: torch.Tensor,
+    vt: torch.Tensor,
     ids: torch.Tensor,
     keep: torch.Tensor,
     coarse: CoarseKeys,
     base: torch.Tensor,
-    block: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Key and value tables with every query tile's coarse keys appended to its LUT row as whole extra tiles.
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each query tile's gathered keys and values with its coarse keys appended as whole extra tiles.
 
     The ``n_c`` entries of ``m`` pooled keys of each query tile are padded to ``n_v = ceil(n_c m / block)``
-    tiles (padding entries masked) and written after the ``N = B*H*n`` tiles of ``k``/``v``
-    ``[B, H, S, D]`` in one table ``[N + R * n_v, block, D]`` each (K and V are copied once, into the table,
-    not tiled first and then copied in). Returns the two tables, ``ids`` ``[R, max_k]`` with the extra
-    tiles' ids appended, and the logit bias ``[R, (max_k + n_v) * block]``: 0 for kept keys, ``-inf`` for
-    masked ones (``keep``), ``log_count + bias`` for the pooled keys (``-inf`` for unused entries).
+    tiles (padding entries masked) after its ``max_k`` exact tiles ``ids`` ``[R, max_k]`` of ``kt``/``vt``
+    ``[N, block, D]``. Returns the rows ``[R, (max_k + n_v) * block, D]`` of keys and of values and the logit
+    bias ``[R, (max_k + n_v) * block]``: 0 for kept keys, ``-inf`` for masked ones (``keep``),
+    ``log_count + bias`` for the pooled keys (``-inf`` for unused entries). On the CPU without autograd the
+    pooled keys are written straight into the gathered rows, one entry column (all ``R`` rows) per copy, so
+    they are copied once and the row gather reads only the ``N`` tiles.
     """
     keys, values, log_count, c_lut, c_bias = coarse
+    n_all, block, d = kt.shape
     n = c_lut.shape[2]
-    r, n_c = ids.shape[0], c_lut.shape[-1]
+    r, max_k = ids.shape
+    n_c = c_lut.shape[-1]
     m = keys.shape[2] // n
     n_v = -(-n_c * m // block)
     pad = n_v * block // m - n_c  # padding entries so the packed keys fill whole tiles
@@ -349,31 +352,25 @@ def _with_coarse_tiles(
     if pad:
         sel = torch.nn.functional.pad(sel, (0, pad))
         logit = torch.nn.functional.pad(logit, (0, pad * m), value=-math.inf)
-    kt, vt = (
-        _tile_table(x, pooled, sel, block, name) for x, pooled, name in ((k, keys, "kt"), (v, values, "vt"))
-    )
-    extra = k.shape[0] * k.shape[1] * n + torch.arange(r * n_v, device=ids.device).view(r, n_v)
     bias = _bias(keep, n_v * block, logit)
     bias[:, keep.shape[1] :] = logit
-    return kt, vt, torch.cat([ids, extra], 1), bias
-
-
-def _tile_table(
-    x: torch.Tensor, pooled: torch.Tensor, sel: torch.Tensor, block: int, name: str
-) -> torch.Tensor:
-    """``x`` ``[B, H, S, D]`` zero-padded to ``N = B*H*n`` whole tiles, followed by the pooled rows of the
-    key tiles ``sel`` ``[R, e]`` picks (``m`` rows of ``pooled`` ``[B, H, n * m, D]`` each), as one fp32
-    table ``[N + R * e * m / block, block, D]`` (into a reused buffer when :func:`_buffer` allows)."""
-    b, h, s, d = x.shape
-    n = math.ceil(s / block)
-    m = pooled.shape[2] // n
-    src = pooled.to(torch.float32).reshape(b * h * n, m * d)
-    head = b * h * n * block * d
-    table = _buffer(name, head + sel.numel() * m * d, pooled if pooled.requires_grad else x)
-    if table is None:
-        return torch.cat([_tiles(x, block), src.index_select(0, sel.flatten()).view(-1, block, d)])
-    torch.index_select(src, 0, sel.flatten(), out=table[head:].view(-1, m * d))
-    return _fill_tiles(table, x, block)
+    slots = torch.nn.functional.pad(ids, (0, n_v))  # the extra tiles' slots, overwritten below
+    start, width = max_k * block * d, (max_k + n_v) * block * d
+    rows = []
+    for tiles, pooled, name in ((kt, keys, "k"), (vt, values, "v")):
+        src = pooled.to(torch.float32).reshape(n_all, m * d)
+        gathered = _gather(tiles, slots, name)  # [R, (max_k + n_v) * block, D]
+        grads = torch.is_grad_enabled() and (gathered.requires_grad or src.requires_grad)
+        if grads or torch.compiler.is_compiling() or tiles.device.type != "cpu":
+            picked = src.index_select(0, sel.flatten()).view(r, -1, d)
+            rows.append(torch.cat([gathered[:, : max_k * block], picked], 1))
+            continue
+        flat = gathered.view(r, width)
+        for j in range(sel.shape[1]):
+            lo = start + j * m * d
+            torch.index_select(src, 0, sel[:, j], out=flat[:, lo : lo + m * d])
+        rows.append(gathered)
+    return rows[0], rows[1], bias
 
 
 def _bias(keep: torch.Tensor, spare: int = 0, like: torch.Tensor | None = None) -> torch.Tensor:
