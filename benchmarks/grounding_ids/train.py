@@ -50,7 +50,9 @@ class TaskSize:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One training run: an arm of ``ARMS`` on a task, with its budget and seed."""
+    """One training run: an arm of ``ARMS`` on a task, with its budget and seed. ``lr`` is the peak learning
+    rate, reached linearly over ``warmup`` steps; ``cosine`` decays it to 0 at ``steps`` (else constant);
+    ``init_std`` is the Llama's and projector's initial weight scale."""
 
     arm: str
     size: TaskSize
@@ -63,6 +65,9 @@ class RunSpec:
     batch_size: int = 32
     lr: float = 2e-3
     hidden: int = 64
+    init_std: float = 0.02
+    warmup: int = 0
+    cosine: bool = False
 
 
 def _processor(base: Any, arm: str, symbols: tuple[str, ...], image_size: int) -> CuedProcessor:
@@ -145,7 +150,11 @@ def _run(spec: RunSpec) -> dict[str, Any]:
     # The prefix has the same form as in training, so no distribution shift.
     test = _held_out(size, spec.n_test)
     model, base = tiny_grounding_vlm(
-        vocabulary(max(size.rows)), image_size=size.image_size, hidden_size=spec.hidden, seed=spec.seed
+        vocabulary(max(size.rows)),
+        image_size=size.image_size,
+        hidden_size=spec.hidden,
+        initializer_range=spec.init_std,
+        seed=spec.seed,
     )
     answer_ids = torch.tensor(base.tokenizer.convert_tokens_to_ids(train.answer_words))
     qid = base.tokenizer.convert_tokens_to_ids("row")
@@ -153,6 +162,7 @@ def _run(spec: RunSpec) -> dict[str, Any]:
     pos, lab = _questions(train, tr["input_ids"], qid)
     y_te = torch.tensor([test.answer_words.index(a) for a in test.answers])
     opt = torch.optim.AdamW(model.parameters(), lr=spec.lr)
+    sched = _schedule(opt, spec)
     gen = torch.Generator().manual_seed(spec.seed)
     curve: dict[int, float] = {}
     seconds = 0.0
@@ -169,6 +179,7 @@ def _run(spec: RunSpec) -> dict[str, Any]:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # no spikes that undo a learned binding
             opt.step()
+            sched.step()
         seconds += t.seconds
         if step in spec.evals:
             curve[step] = _accuracy(model, te, y_te, answer_ids)
@@ -176,6 +187,15 @@ def _run(spec: RunSpec) -> dict[str, Any]:
     out["seconds"], out["ms_per_step"] = seconds, 1000 * seconds / spec.steps
     out.update(_analyse(model, te, test, spec.n_analysis, qid, answer_ids))
     return out
+
+
+def _schedule(opt: Any, spec: RunSpec) -> Any:
+    """Linear warmup to the peak learning rate over ``spec.warmup`` steps, then constant or cosine to 0."""
+    from transformers import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
+
+    if spec.cosine:
+        return get_cosine_schedule_with_warmup(opt, spec.warmup, spec.steps)
+    return get_constant_schedule_with_warmup(opt, spec.warmup)
 
 
 @torch.no_grad()
@@ -213,8 +233,105 @@ def _analyse(model: Any, data: dict[str, Any], task: BindingTask, n: int, qid: i
             asked = torch.tensor([row for row, _ in task.qa[b]])
             ratios.append(ratio[torch.arange(len(asked)), asked].mean())
         res[f"attn_matched_L{layer}"] = float(torch.stack(ratios).mean())
+    res.update(_best_heads(out.attentions, inputs["input_ids"], data, task, n, qid))
     res["swap_accuracy"] = _swap(model, inputs, data, task, n, answer_ids)
+    res.update(_bar_swaps(model, inputs, data, task, n, answer_ids))
     return res
+
+
+def _best_heads(
+    attentions: Any, input_ids: Any, data: dict[str, Any], task: BindingTask, n: int, qid: int
+) -> dict[str, Any]:
+    """Matched-strip attention of single heads: the (layer, head) with the highest ratio on the first half
+    of the analysis items, read on the second half (so the max over 8 heads is not picked on the items it
+    is scored on). Two query sets: the question's symbol token (-> the asked strip) and the symbols of the
+    prompt's list (each -> its own strip; the route symbol -> list entry -> strip takes two layers)."""
+    question = torch.zeros(len(attentions), attentions[0].shape[1], n)  # [layers, heads, items]
+    listed = torch.zeros_like(question)
+    for b in range(n):
+        symbols, strips = task.row_symbols[b], data["partition_token_index"][b]
+        keys = [strips[s] for s in symbols]
+        asked = task.qa[b][0][0]
+        ask_at = (input_ids[b] == qid).nonzero().flatten()[:1] + 1
+        first = [data["symbol_token_index"][b][s][:1] for s in symbols]  # the list entry of each symbol
+        for layer, attn in enumerate(attentions):
+            for h in range(attn.shape[1]):
+                _, ratio = attention_mass(attn[b, h : h + 1], [ask_at], keys)
+                question[layer, h, b] = ratio[0, asked]
+                _, ratio = attention_mass(attn[b, h : h + 1], first, keys)
+                listed[layer, h, b] = ratio.diagonal().mean()
+    res: dict[str, Any] = {}
+    half = n // 2
+    both = torch.stack([question, listed])  # [route, layers, heads, items]
+    for name, r in (("question", both[:1]), ("list", both[1:]), ("best", both)):
+        at = [int(i) for i in np.unravel_index(int(r[..., :half].mean(-1).argmax()), r.shape[:3])]
+        res[f"attn_head_{name}"] = float(r[at[0], at[1], at[2], half:].mean())
+        where = ("question ", "list ")[at[0]] if name == "best" else ""
+        res[f"attn_head_{name}_at"] = f"{where}L{at[1] + 1}H{at[2]}"
+    return res
+
+
+def _bar_swaps(
+    model: Any, inputs: dict[str, Any], data: dict[str, Any], task: BindingTask, n: int, answer_ids: Any
+) -> dict[str, float]:
+    """Where the strip's colour reaches its glyph token: the asked strip's tokens *without its glyph patch*
+    (the bar's other three patches) exchanged with the next strip's at the input of vision layers 1 and 2
+    and at the input of decoder layer 1, on the items answered right without a swap. Answers that follow
+    the swap at a site read the colour from those patches after it; answers that stay read it from the
+    glyph's own patch (where the bar runs under the glyph) or from what the vision layers moved there."""
+    from hf_ext.grounding_ids.analysis import decoder_layers
+
+    with torch.no_grad():
+        clean = model(**inputs).logits[:, -1, answer_ids].argmax(-1)
+    first, second, follow, b_kept = [], [], [], []
+    start = (inputs["input_ids"] == model.config.image_token_index).int().argmax(-1)
+    for b in range(n):
+        k, row = len(task.row_symbols[b]), int(task.target[b])
+        other = (row + 1) % k
+        colours = task.row_colours[b]
+        if task.answer_words[int(clean[b])] != colours[row]:
+            continue
+        strips = data["partition_token_index"][b]
+        first.append(strips[task.row_symbols[b][row]][1:])  # row-major: [0] is the glyph's patch
+        second.append(strips[task.row_symbols[b][other]][1:])
+        follow.append(task.answer_words.index(colours[other]))
+        b_kept.append(b)
+    if not b_kept:
+        return {f"bar_swap_{site}": float("nan") for site in ("V1", "V2", "D1")}
+    sub = {k: v[b_kept] for k, v in inputs.items()}
+    vision = [(a - start[b], c - start[b]) for b, a, c in zip(b_kept, first, second)]
+    expected = torch.tensor(follow)
+    tower = model.model.vision_tower
+    encoder = getattr(tower, "vision_model", tower).encoder
+    sites = {
+        "V1": (encoder.layers[0], vision),
+        "V2": (encoder.layers[1], vision),
+        "D1": (decoder_layers(model)[0], list(zip(first, second))),
+    }
+    res = {}
+    for site, (module, pairs) in sites.items():
+        handle = module.register_forward_pre_hook(_swapper(pairs), with_kwargs=True)
+        try:
+            with torch.no_grad():
+                pred = model(**sub).logits[:, -1, answer_ids].argmax(-1)
+        finally:
+            handle.remove()
+        res[f"bar_swap_{site}"] = float((pred == expected).float().mean())
+    return res
+
+
+def _swapper(pairs: list[tuple[Any, Any]]) -> Any:
+    """A forward pre-hook exchanging ``pairs[b] = (a, c)`` token positions of batch row ``b``."""
+
+    def hook(_module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        h = (args[0] if args else kwargs["hidden_states"]).clone()
+        for b, (a, c) in enumerate(pairs):
+            h[b, a], h[b, c] = h[b, c].clone(), h[b, a].clone()
+        if args:
+            return (h, *args[1:]), kwargs
+        return args, {**kwargs, "hidden_states": h}
+
+    return hook
 
 
 def _swap(

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from hf_ext._tokenizers import word_level_tokenizer
-from hf_ext._validation import check_choice, check_int
+from hf_ext._validation import check_choice, check_float, check_int
 
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>", "<image>")
 
@@ -29,6 +29,7 @@ def tiny_grounding_vlm(
     heads: int = 4,
     strategy: Literal["full", "default"] = "full",
     attn_implementation: str = "eager",
+    initializer_range: float = 0.02,
     seed: int = 0,
 ) -> tuple[Any, Any]:
     """Build ``(model, processor)``: a seeded tiny LLaVA and its ``LlavaProcessor``.
@@ -44,6 +45,8 @@ def tiny_grounding_vlm(
         strategy: ``"full"`` keeps the CLS token (``num_additional_image_tokens = 1``); ``"default"``
             drops it.
         attn_implementation: ``"eager"`` (attention maps available) or ``"sdpa"``.
+        initializer_range: Standard deviation of the Llama's and the projector's initial weights (the
+            transformers default 0.02; the CLIP tower keeps its own scaled init).
         seed: Torch seed set right before the weights are drawn.
 
     Examples:
@@ -60,6 +63,7 @@ def tiny_grounding_vlm(
     patch_size = check_int("patch_size", patch_size, low=1, high=image_size)
     strategy = check_choice("strategy", strategy, ("full", "default"))  # type: ignore[assignment]
     attn_implementation = check_choice("attn_implementation", attn_implementation, ("eager", "sdpa"))
+    initializer_range = check_float("initializer_range", initializer_range, low=0, low_open=True)
     tok = word_level_tokenizer(
         [*SPECIALS, *words],
         unk_token="<unk>",
@@ -99,6 +103,7 @@ def tiny_grounding_vlm(
         pad_token_id=0,
         bos_token_id=1,
         eos_token_id=2,
+        initializer_range=initializer_range,
     )
     config = tf.LlavaConfig(
         vision_config=vision,

@@ -53,3 +53,5 @@ def test_bad_inputs_name_the_argument():
         tiny_grounding_vlm(["a"], image_size=8, patch_size=16)
     with pytest.raises(ValueError, match="`attn_implementation`"):
         tiny_grounding_vlm(["a"], attn_implementation="flash")
+    with pytest.raises(ValueError, match="`initializer_range`"):
+        tiny_grounding_vlm(["a"], initializer_range=0)
