@@ -80,7 +80,7 @@ class Plan:
 
 
 def _plan(*, quick: bool, seed: int) -> Plan:
-    """Full: 3 arms x 3 seeds x 1400 steps, 4096 training scenes (under 10 min alone on two cores). Quick:
+    """Full: 3 arms x 3 seeds x 1400 steps, 4096 training scenes (about 10 min alone on two cores). Quick:
     the same task, 3 arms x 1 seed x 12 steps, 256 training scenes, 128 held-out (a smoke test)."""
     if quick:
         return Plan(12, (12,), 256, 128, 16, (seed,))
@@ -275,7 +275,7 @@ def _notes(rows: list[dict[str, Any]], headline: Headline, n_analysis: int) -> l
         "Attention ratio: attention of each question's symbol token on the asked strip's image "
         "tokens over its attention on all strips, divided by the strip's share of tokens (1 = chance), "
         f"averaged over heads and {n_analysis} held-out items; swap accuracy: the asked strip's image tokens "
-        "exchanged with the next strip's as they enter decoder layer 0, fraction of answers that follow "
+        "exchanged with the next strip's as they enter decoder layer 1, fraction of answers that follow "
         "the swap. Best head: over (question symbol or list symbols) x layer x head, the one with the "
         "highest ratio on the first half of the analysis items, read on the second half. Bar swap: the asked "
         "strip's patches other than its glyph's exchanged with the next strip's at the input of vision "

@@ -337,7 +337,7 @@ def _swapper(pairs: list[tuple[Any, Any]]) -> Any:
 def _swap(
     model: Any, inputs: dict[str, Any], data: dict[str, Any], task: BindingTask, n: int, answer_ids: Any
 ) -> float:
-    """Swap the asked strip's image tokens with the next strip's as they enter decoder layer 0; the answer
+    """Swap the asked strip's image tokens with the next strip's as they enter decoder layer 1; the answer
     should become the next strip's colour (items whose two colours differ)."""
     keep, first, second, expected = [], [], [], []
     for b in range(n):
