@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from transformers import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
 
 from benchmarks.harness import Timer, pinned_threads
 from hf_ext.grounding_ids.analysis import analysis_forward, binding_report, swap_test
@@ -191,8 +192,6 @@ def _run(spec: RunSpec) -> dict[str, Any]:
 
 def _schedule(opt: Any, spec: RunSpec) -> Any:
     """Linear warmup to the peak learning rate over ``spec.warmup`` steps, then constant or cosine to 0."""
-    from transformers import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
-
     if spec.cosine:
         return get_cosine_schedule_with_warmup(opt, spec.warmup, spec.steps)
     return get_constant_schedule_with_warmup(opt, spec.warmup)
