@@ -80,11 +80,11 @@ class Plan:
 
 
 def _plan(*, quick: bool, seed: int) -> Plan:
-    """Full: 3 arms x 3 seeds x 1400 steps, 4096 training scenes (about 10 min alone on two cores). Quick:
+    """Full: 3 arms x 3 seeds x 1200 steps, 4096 training scenes (about 9 min alone on two cores). Quick:
     the same task, 3 arms x 1 seed x 12 steps, 256 training scenes, 128 held-out (a smoke test)."""
     if quick:
         return Plan(12, (12,), 256, 128, 16, (seed,))
-    return Plan(1400, (350, 700, 1050, 1400), 4096, 512, 64, tuple(range(seed, seed + 3)))
+    return Plan(1200, (300, 600, 900, 1200), 4096, 512, 64, tuple(range(seed, seed + 3)))
 
 
 def _setting(size: TaskSize) -> dict[str, Any]:
