@@ -65,10 +65,10 @@ FULL = {
 QUICK = {
     "n_train": 400,
     "n_eval": 32,
-    "tokenizer_steps": 100,
-    "steps": 300,
+    "tokenizer_steps": 300,
+    "steps": 400,
     "batch_size": 8,
-    "inference_steps": 8,
+    "inference_steps": 16,
     "timing_repeats": 1,
 }
 QUICK_IMAGE = 16
