@@ -278,7 +278,7 @@ def _bar_swaps(
     and at the input of decoder layer 1, on the items answered right without a swap. Answers that follow
     the swap at a site read the colour from those patches after it; answers that stay read it from the
     glyph's own patch (where the bar runs under the glyph) or from what the vision layers moved there."""
-    from hf_ext.grounding_ids.analysis import decoder_layers
+    from hf_ext.grounding_ids.analysis import decoder_layers, swap_inputs
 
     with torch.no_grad():
         clean = model(**inputs).logits[:, -1, answer_ids].argmax(-1)
@@ -309,28 +309,10 @@ def _bar_swaps(
     }
     res = {}
     for site, (module, pairs) in sites.items():
-        handle = module.register_forward_pre_hook(_swapper(pairs), with_kwargs=True)
-        try:
-            with torch.no_grad():
-                pred = model(**sub).logits[:, -1, answer_ids].argmax(-1)
-        finally:
-            handle.remove()
+        with swap_inputs(module, [a for a, _ in pairs], [c for _, c in pairs]), torch.no_grad():
+            pred = model(**sub).logits[:, -1, answer_ids].argmax(-1)
         res[f"bar_swap_{site}"] = float((pred == expected).float().mean())
     return res
-
-
-def _swapper(pairs: list[tuple[Any, Any]]) -> Any:
-    """A forward pre-hook exchanging ``pairs[b] = (a, c)`` token positions of batch row ``b``."""
-
-    def hook(_module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        h = (args[0] if args else kwargs["hidden_states"]).clone()
-        for b, (a, c) in enumerate(pairs):
-            h[b, a], h[b, c] = h[b, c].clone(), h[b, a].clone()
-        if args:
-            return (h, *args[1:]), kwargs
-        return args, {**kwargs, "hidden_states": h}
-
-    return hook
 
 
 def _swap(

@@ -132,6 +132,15 @@ def swap_hidden_states(model: Any, layer: int, first: Sequence[Any], second: Seq
     layers = decoder_layers(model)
     if not -len(layers) <= layer < len(layers):
         raise IndexError(f"`layer` {layer} is out of range for {len(layers)} decoder layers.")
+    with swap_inputs(layers[layer], first, second):
+        yield
+
+
+@contextmanager
+def swap_inputs(module: Any, first: Sequence[Any], second: Sequence[Any]) -> Iterator[None]:
+    """Within the block, the hidden states entering ``module`` (any layer taking ``[B, T, D]`` first or as
+    ``hidden_states``, e.g. a vision encoder layer) have the positions ``first[b]`` and ``second[b]``
+    exchanged for each batch row ``b`` (equal-size index tensors). The hook is removed on exit."""
     for b, (a, c) in enumerate(zip(first, second)):
         if a.numel() != c.numel():
             raise ValueError(
@@ -149,7 +158,7 @@ def swap_hidden_states(model: Any, layer: int, first: Sequence[Any], second: Seq
             return (swap(args[0]), *args[1:]), kwargs
         return args, {**kwargs, "hidden_states": swap(kwargs["hidden_states"])}
 
-    handle = layers[layer].register_forward_pre_hook(hook, with_kwargs=True)
+    handle = module.register_forward_pre_hook(hook, with_kwargs=True)
     try:
         yield
     finally:
