@@ -67,7 +67,7 @@ class Budget:
 
 FULL: dict[str, Budget] = {
     "2-3 hops": Budget(sft_steps=400, n_train=500, n_test=300, grpo_steps=20, seeds=2, arms=ARMS),
-    "2-4 hops": Budget(sft_steps=1600, n_train=20_000, n_test=300, grpo_steps=40, seeds=2, arms=ARMS),
+    "2-4 hops": Budget(sft_steps=3200, n_train=20_000, n_test=300, grpo_steps=40, seeds=2, arms=ARMS),
 }
 QUICK: dict[str, Budget] = {
     "2-3 hops": Budget(
