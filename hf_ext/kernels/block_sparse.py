@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import torch
 
 from hf_ext.kernels._dispatch import resolve_fast_path
+from hf_ext.kernels._native import call, load
 
 Partials = tuple[torch.Tensor, torch.Tensor]
 
@@ -332,9 +333,8 @@ def _with_coarse_keys(
     tiles (padding entries masked) after its ``max_k`` exact tiles ``ids`` ``[R, max_k]`` of ``kt``/``vt``
     ``[N, block, D]``. Returns the rows ``[R, (max_k + n_v) * block, D]`` of keys and of values and the logit
     bias ``[R, (max_k + n_v) * block]``: 0 for kept keys, ``-inf`` for masked ones (``keep``),
-    ``log_count + bias`` for the pooled keys (``-inf`` for unused entries). On the CPU without autograd the
-    pooled keys are written straight into the gathered rows, one entry column (all ``R`` rows) per copy, so
-    they are copied once and the row gather reads only the ``N`` tiles.
+    ``log_count + bias`` for the pooled keys (``-inf`` for unused entries). The pooled keys are copied once,
+    straight into the gathered rows (:func:`_gather`).
     """
     keys, values, log_count, c_lut, c_bias = coarse
     n_all, block, d = kt.shape
@@ -354,22 +354,10 @@ def _with_coarse_keys(
         logit = torch.nn.functional.pad(logit, (0, pad * m), value=-math.inf)
     bias = _bias(keep, n_v * block, logit)
     bias[:, keep.shape[1] :] = logit
-    slots = torch.nn.functional.pad(ids, (0, n_v))  # the extra tiles' slots, overwritten below
-    start, width = max_k * block * d, (max_k + n_v) * block * d
-    rows = []
-    for tiles, pooled, name in ((kt, keys, "k"), (vt, values, "v")):
-        src = pooled.to(torch.float32).reshape(n_all, m * d)
-        gathered = _gather(tiles, slots, name)  # [R, (max_k + n_v) * block, D]
-        grads = torch.is_grad_enabled() and (gathered.requires_grad or src.requires_grad)
-        if grads or torch.compiler.is_compiling() or tiles.device.type != "cpu":
-            picked = src.index_select(0, sel.flatten()).view(r, -1, d)
-            rows.append(torch.cat([gathered[:, : max_k * block], picked], 1))
-            continue
-        flat = gathered.view(r, width)
-        for j in range(sel.shape[1]):
-            lo = start + j * m * d
-            torch.index_select(src, 0, sel[:, j], out=flat[:, lo : lo + m * d])
-        rows.append(gathered)
+    rows = [
+        _gather(tiles, ids, name, pooled.to(torch.float32).reshape(n_all, m * d), sel)
+        for tiles, pooled, name in ((kt, keys, "k"), (vt, values, "v"))
+    ]
     return rows[0], rows[1], bias
 
 
@@ -403,17 +391,38 @@ def _buffer(name: str, numel: int, like: torch.Tensor) -> torch.Tensor | None:
     return buf[:numel]
 
 
-def _gather(x: torch.Tensor, sel: torch.Tensor, name: str) -> torch.Tensor:
-    """Tiles ``sel`` ``[R, c]`` of ``x`` ``[N, block, D]`` -> ``[R, c*block, D]`` (into a reused buffer when
-    :func:`_buffer` allows)."""
+def _gather(
+    x: torch.Tensor,
+    sel: torch.Tensor,
+    name: str,
+    entries: torch.Tensor | None = None,
+    entry_sel: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Tiles ``sel`` ``[R, c]`` of ``x`` ``[N, block, D]``, each row followed by the pooled-key entries
+    ``entry_sel`` ``[R, e]`` of ``entries`` ``[M, m * D]`` -> ``[R, c * block + e * m, D]`` float32.
+
+    On the CPU without autograd or ``torch.compile``: one pass of the C kernel ``csrc/gather_rows.c`` (a
+    ``memcpy`` per tile or entry; ATen's ``index_select`` sets up an iterator per copied row, which dominates
+    for 1 KB entries) into a reused buffer (:func:`_buffer`). Otherwise, or where the kernel does not build,
+    ``index_select`` (and a concatenation for the entries).
+    """
     r, c = sel.shape
-    shape = (r * c, x.shape[1] * x.shape[2])
-    src = x.reshape(x.shape[0], -1)
-    buf = _buffer(name, shape[0] * shape[1], x)
-    if buf is None:
-        return src.index_select(0, sel.flatten()).view(r, c * x.shape[1], x.shape[2])
-    torch.index_select(src, 0, sel.flatten(), out=buf.view(shape))
-    return buf.view(r, c * x.shape[1], x.shape[2])
+    n, block, d = x.shape
+    e = 0 if entry_sel is None else entry_sel.shape[1]
+    width = c * block * d + (0 if entries is None else e * entries.shape[1])
+    grads = entries is not None and torch.is_grad_enabled() and entries.requires_grad
+    buf = None if grads else _buffer(name, r * width, x)
+    lib = None if buf is None else load("gather_rows")
+    if lib is not None and buf is not None:
+        ent = x if entries is None else entries.contiguous()
+        call(lib.gather_rows, buf, x.contiguous(), sel.long().contiguous(), r, c, block * d, ent,
+             sel if entry_sel is None else entry_sel.long().contiguous(), e, ent.shape[-1],
+             torch.get_num_threads())  # fmt: skip
+        return buf.view(r, -1, d)
+    rows = x.reshape(n, -1).index_select(0, sel.flatten()).view(r, c * block, d)
+    if entries is None or entry_sel is None:
+        return rows
+    return torch.cat([rows, entries.index_select(0, entry_sel.flatten()).view(r, -1, d)], 1)
 
 
 def _attend(
