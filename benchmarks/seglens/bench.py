@@ -52,9 +52,9 @@ RANDOM_TUNED = "random latents, (m, strength) tuned"
 INTENSITY = "intensity normalisation (to adult)"
 LOW_PASS = "input low-pass (width tuned on cal.)"
 SHIFT = "adult -> ssa (grating artefact)"
-ARCHS = {
-    "unet": {"model": "TinyUNet (width 8)", "site": "enc2"},
-    "segformer": {"model": "SegFormer (tiny, 4 stages)", "site": "decode_head.linear_fuse"},
+ARCHS: dict[str, dict[str, Any]] = {
+    "unet": {"model": "TinyUNet (width 8)", "site": "enc2", "expansion": 8},
+    "segformer": {"model": "SegFormer (tiny, 4 stages)", "site": "segformer.stages.0", "expansion": 32},
 }
 GRID = InterventionConfig(m_grid=[1, 2, 4, 8, 16, 32, 64], strengths=[0.5, 1.0, 2.0, 4.0])
 
@@ -122,9 +122,7 @@ def _report(plan: Plan) -> BenchReport:
     with pinned_threads(plan.threads):
         runs = {a: [_one_seed(plan, s, a) for s in plan.seeds] for a in plan.archs}
         extra = (
-            _alignment(plan, plan.seeds[0], runs["unet"][0]["net"], runs["segformer"][0]["net"])
-            if len(runs) == 2
-            else {}
+            _alignment(plan, plan.seeds[0], runs["unet"][0], runs["segformer"][0]) if len(runs) == 2 else {}
         )
     rows: list[dict[str, Any]] = []
     for arch, per_seed in runs.items():
@@ -231,17 +229,21 @@ def _split(plan: Plan, seed: int) -> dict[str, Any]:
     }
 
 
-def _fit_sae(net: Any, site: str, parts: list[Any], steps: int, seed: int, tag: str) -> SparseAutoencoder:
+def _fit_sae(net: Any, arch: str, parts: list[Any], steps: int, seed: int) -> SparseAutoencoder:
+    """A BatchTopK SAE at ``arch``'s site (``expansion`` x the site's channels latents, k = 8) fitted on the
+    site activations of the images of ``parts``."""
+    site = ARCHS[arch]["site"]
     store = ActivationStore(net, site, max_samples=40_000, seed=seed)
     x = torch.cat([store.collect(p.loader()).x for p in parts])
     return SparseAutoencoder(
         d_in=x.shape[1],
+        expansion=ARCHS[arch]["expansion"],
         k=min(8, x.shape[1] // 2),
         steps=steps,
         batch_size=1024,
         seed=seed,
         site=site,
-        model_id=tag,
+        model_id=arch,
     ).fit(x)
 
 
@@ -254,7 +256,7 @@ def _one_seed(plan: Plan, seed: int, arch: str) -> dict[str, Any]:
         steps = plan.unet_steps if arch == "unet" else plan.seg_steps
         net = bm.train(model, d["train"].images, d["train"].masks, steps=steps, lr=3e-3, seed=seed)
     with Timer() as t_sae:
-        sae = _fit_sae(net, site, [d["ref"], d["cal"]], plan.sae_steps, seed, arch)
+        sae = _fit_sae(net, arch, [d["ref"], d["cal"]], plan.sae_steps, seed)
     ev, ad = d["eval"], d["adult"]
     held = torch.cat([ActivationStore(net, site, max_samples=40_000).collect(p.loader()).x for p in (ad, ev)])
     clean = lesion_dice(predict_labels(net, ev.images), ev.masks)
@@ -334,7 +336,7 @@ def _one_seed(plan: Plan, seed: int, arch: str) -> dict[str, Any]:
     systems["AdaBN (unlabelled ssa cal.)"] = evaluate(bm.adabn(net, d["cal"].images), {})
     tuned = bm.finetune(net, d["cal"].images, d["cal"].masks, steps=plan.finetune_steps, seed=seed)
     systems["fine-tune (labelled ssa cal.)"] = evaluate(tuned, {})
-    out["net"] = net
+    out["net"], out["sae_model"] = net, sae
     return out
 
 
@@ -395,16 +397,17 @@ def _rows(runs: list[dict[str, Any]], arch: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _alignment(plan: Plan, seed: int, unet: Any, seg: Any) -> dict[str, Any]:
+def _alignment(plan: Plan, seed: int, run_u: dict[str, Any], run_s: dict[str, Any]) -> dict[str, Any]:
+    """Alignment rows of ``seed``: the two models' SAEs of that seed's runs (``_one_seed`` outputs) by
+    activation correlation, and two U-Net SAEs fitted on one cohort each by decoder cosine."""
     d = _split(plan, seed)
     site_u, site_s = ARCHS["unet"]["site"], ARCHS["segformer"]["site"]
-    sae_u = _fit_sae(unet, site_u, [d["ref"], d["cal"]], plan.sae_steps, seed, "unet")
-    sae_s = _fit_sae(seg, site_s, [d["ref"], d["cal"]], plan.sae_steps, seed, "segformer")
+    unet, seg, sae_u, sae_s = run_u["net"], run_s["net"], run_u["sae_model"], run_s["sae_model"]
     shared = torch.cat([d["adult"].images, d["eval"].images[:64]])
     cross = align_saes(sae_u, sae_s, "activation_correlation", models=(unet, seg), images=shared)
     cohort = align_saes(
-        _fit_sae(unet, site_u, [d["train"]], plan.sae_steps, seed, "unet"),
-        _fit_sae(unet, site_u, [d["cal"]], plan.sae_steps, seed, "unet"),
+        _fit_sae(unet, "unet", [d["train"]], plan.sae_steps, seed),
+        _fit_sae(unet, "unet", [d["cal"]], plan.sae_steps, seed),
         "decoder_cosine",
     )
     notes = [
