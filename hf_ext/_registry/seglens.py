@@ -50,8 +50,9 @@ METHOD = MethodInfo(
         "}"
     ),
     reconstructed=(
-        "activation sites: segformer.stages.2 / decode_head.linear_fuse for SegFormer, the bottleneck "
-        "or last decoder block for a U-Net; one SAE sample per spatial position",
+        "activation sites: segformer.stages.0 (the benchmark's, with a 32x SAE), stages.2 or "
+        "decode_head.linear_fuse for SegFormer, the bottleneck or a decoder block for a U-Net; one SAE "
+        "sample per spatial position",
         "activation normalisation (per-channel mean, one global scale so that E|a|^2 = C), stored in the SAE",
         "BatchTopK SAE equations, defaults (8x expansion, k, k_aux = d/2, alpha_aux = 1/32, Adam lr "
         "2e-4/sqrt(n/2^14), threshold EMA 0.999) and dead-latent resampling from the public TopK/BatchTopK "
