@@ -10,7 +10,13 @@ import torch
 from transformers import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
 
 from benchmarks.harness import Timer, pinned_threads
-from hf_ext.grounding_ids.analysis import analysis_forward, binding_report, swap_test
+from hf_ext.grounding_ids.analysis import (
+    analysis_forward,
+    binding_report,
+    decoder_layers,
+    swap_inputs,
+    swap_test,
+)
 from hf_ext.grounding_ids.config import CueConfig
 from hf_ext.grounding_ids.core import attention_mass
 from hf_ext.grounding_ids.cues import GroundingCueOverlay
@@ -278,8 +284,6 @@ def _bar_swaps(
     and at the input of decoder layer 1, on the items answered right without a swap. Answers that follow
     the swap at a site read the colour from those patches after it; answers that stay read it from the
     glyph's own patch (where the bar runs under the glyph) or from what the vision layers moved there."""
-    from hf_ext.grounding_ids.analysis import decoder_layers, swap_inputs
-
     with torch.no_grad():
         clean = model(**inputs).logits[:, -1, answer_ids].argmax(-1)
     first, second, follow, b_kept = [], [], [], []
