@@ -55,6 +55,12 @@ class CAMPConfig(DPOConfig):
         conflict_key (`str`, *optional*):
             Dataset column of a precomputed conflict `c` in [0, 1] (e.g. a knowledge-boundary probe); it
             replaces the rule.
+        completion_only_lm_head (`bool`, *optional*, defaults to `True`):
+            Score only the completion positions in trl's fused LM head on a CPU as well (hf-ext addition, a
+            speed option). trl 1.16 projects only the positions with a label onto the vocabulary on
+            CUDA/XPU with Triton, and every position elsewhere; on a CPU with a large vocabulary (Gemma-3:
+            262k) the prompt positions are most of the step. The log-probs are the same per position (the
+            prompt positions are zeroed either way); `False` keeps trl's path. Other devices are unchanged.
 
     Example:
         >>> cfg = CAMPConfig(output_dir="out", camp_gamma=0.5, report_to=[], use_cpu=True)
@@ -99,6 +105,10 @@ class CAMPConfig(DPOConfig):
     )
     conflict_key: str | None = field(
         default=None, metadata={"help": "Optional column of a precomputed conflict c in [0, 1]."}
+    )
+    completion_only_lm_head: bool = field(
+        default=True,
+        metadata={"help": "Score only completion positions in trl's fused LM head on CPU too (speed only)."},
     )
 
     def __post_init__(self) -> None:

@@ -12,6 +12,11 @@ subclass can set is the reference log-probs. CAMP hooks in there, and repeats no
   ``mean(camp_loss_i + log sigmoid(z_i - m_i))``, with ``z`` from the policy log-probs of trl's own forward,
   read by a forward hook on the model (no second forward). It is zero on every pair whose CAMP loss is the
   one-sided margin loss.
+
+On a CPU, trl 1.16's fused LM head projects every position onto the vocabulary (only Triton devices score just
+the labelled ones). With ``CAMPConfig.completion_only_lm_head`` (the default) ``CAMPTrainer`` lets the head
+score only the completion positions on a CPU too, by answering trl's device test (``_use_triton``) for the CPU
+inside its own loss and reference passes; the per-position log-probs are unchanged.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import torch.nn.functional as F
 from accelerate.utils import is_peft_model
 from datasets import Dataset
 from trl import DPOTrainer
+from trl.trainer import utils as trl_utils
 from trl.trainer.dpo_trainer import DataCollatorForPreference
 from trl.trainer.utils import get_config_model_id, selective_log_softmax
 
@@ -176,9 +182,30 @@ class CAMPTrainer(DPOTrainer):
 
     def compute_ref_log_probs(self, model: Any, inputs: dict[str, Any]) -> Any:
         """trl's reference log-probs, with the CAMP columns kept out of the model's keyword arguments."""
-        return super().compute_ref_log_probs(
-            model, {k: v for k, v in inputs.items() if k not in self._camp_keys}
-        )
+        with self._completion_only_lm_head():
+            return super().compute_ref_log_probs(
+                model, {k: v for k, v in inputs.items() if k not in self._camp_keys}
+            )
+
+    @contextlib.contextmanager
+    def _completion_only_lm_head(self) -> Iterator[None]:
+        """Inside the block, trl's fused LM head scores only completion positions on a CPU as well.
+
+        trl 1.16 decides ``compact = _use_triton(device)`` in ``add_fused_lm_head``: labelled positions only
+        on CUDA/XPU with Triton, every position elsewhere (to keep tile shapes fixed for compiled devices).
+        The kernel's own device test (``trl.kernels.chunked_logprob._use_triton``) is a separate name and
+        stays as is, so a CPU still runs trl's torch tiles. No-op when the option is off or trl has no
+        such switch.
+        """
+        original = getattr(trl_utils, "_use_triton", None)
+        if not self.args.completion_only_lm_head or original is None:
+            yield
+            return
+        trl_utils._use_triton = lambda device: device.type == "cpu" or original(device)
+        try:
+            yield
+        finally:
+            trl_utils._use_triton = original
 
     def compute_loss(
         self,
@@ -191,6 +218,12 @@ class CAMPTrainer(DPOTrainer):
 
         Returns the scalar loss, or ``(loss, outputs)`` with trl's outputs when ``return_outputs``.
         """
+        with self._completion_only_lm_head():
+            return self._camp_loss(model, inputs, return_outputs, num_items_in_batch)
+
+    def _camp_loss(
+        self, model: Any, inputs: dict[str, Any], return_outputs: bool, num_items_in_batch: Any
+    ) -> Any:
         camp = {k: inputs[k] for k in self._camp_keys if k in inputs}
         inputs = {k: v for k, v in inputs.items() if k not in self._camp_keys}
         if self.args.camp_mode == "off":
