@@ -178,8 +178,10 @@ def _train(arm: Arm, overrides: dict[str, Any], ctx: _Seed, seed: int) -> tuple[
             **dict(save_strategy="no", logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0),
         }
         trainer_cls: Any = DPOTrainer if arm.trainer == "dpo" else CAMPTrainer
+        # CAMP arms keep trl's LM head, so the step-time ratio to stock DPO is the CAMP loss's own cost.
+        camp_only: dict[str, Any] = {} if arm.trainer == "dpo" else {"completion_only_lm_head": False}
         config_cls: Any = DPOConfig if arm.trainer == "dpo" else CAMPConfig
-        args = config_cls(**common, **overrides)
+        args = config_cls(**common, **camp_only, **overrides)
         trainer = trainer_cls(
             policy, ref_model=ref, args=args, train_dataset=dataset, processing_class=ctx.tok
         )
