@@ -125,8 +125,10 @@ def test_gemma_fact_table_split_and_front_figures() -> None:
     from benchmarks.camp import gemma as G
 
     table = G.facts()
-    assert len({f.prompt for f in table}) == len(table) == 96
-    assert sum(f.fictional for f in table) == len(G.FICTIONAL_COUNTRIES) + len(G.FICTIONAL_ELEMENTS)
+    assert len({f.prompt for f in table}) == len(table) == 246
+    fictional = len(G.FICTIONAL_COUNTRIES) + len(G.FICTIONAL_ELEMENTS) + len(G.FICTIONAL_CITIES)
+    assert sum(f.fictional for f in table) == fictional
+    assert next(f for f in table if "Ukraine" in f.prompt).answers == ("Kyiv", "Kiev")
     probes = tuple(
         {"prompt": f"q{i}", "answer": "" if i == 0 else "a", "known": i % 3 == 0} for i in range(30)
     )
