@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -133,6 +134,7 @@ class CAMPTrainer(DPOTrainer):
         )
         for name, dataset in [("train_dataset", train_dataset), *_named(eval_dataset)]:
             self._validate(name, dataset, args)
+        self._warned_no_switch = False
         super().__init__(
             model,
             ref_model=ref_model,
@@ -194,11 +196,18 @@ class CAMPTrainer(DPOTrainer):
         trl 1.16 decides ``compact = _use_triton(device)`` in ``add_fused_lm_head``: labelled positions only
         on CUDA/XPU with Triton, every position elsewhere (to keep tile shapes fixed for compiled devices).
         The kernel's own device test (``trl.kernels.chunked_logprob._use_triton``) is a separate name and
-        stays as is, so a CPU still runs trl's torch tiles. No-op when the option is off or trl has no
-        such switch.
+        stays as is, so a CPU still runs trl's torch tiles. No-op when the option is off; when trl has no
+        such switch it is a no-op too, with a warning (once) that every position is scored.
         """
         original = getattr(trl_utils, "_use_triton", None)
         if not self.args.completion_only_lm_head or original is None:
+            if self.args.completion_only_lm_head and not self._warned_no_switch:
+                warnings.warn(
+                    "completion_only_lm_head: this trl has no trl.trainer.utils._use_triton, so its fused LM "
+                    "head scores every position on CPU (same log-probs, slower)",
+                    stacklevel=2,
+                )
+                self._warned_no_switch = True
             yield
             return
         trl_utils._use_triton = lambda device: device.type == "cpu" or original(device)

@@ -393,6 +393,27 @@ def test_bad_trainer_inputs(tok: Any, make_model: Any, camp_dataset: Any, make_a
         _camp(model, make_args(), camp_dataset, tok, eval_dataset=camp_dataset.remove_columns("truth_margin"))
 
 
+def test_completion_only_lm_head_warns_once_without_trl_switch(
+    tok: Any, make_model: Any, camp_dataset: Any, make_args: Any, monkeypatch: Any
+) -> None:
+    import warnings
+
+    import torch
+    from trl.trainer import utils as trl_utils
+
+    trainer = _camp(make_model(), make_args(), camp_dataset, tok)
+    with trainer._completion_only_lm_head():
+        assert trl_utils._use_triton(torch.device("cpu"))
+    monkeypatch.delattr(trl_utils, "_use_triton")
+    with pytest.warns(UserWarning, match="completion_only_lm_head: this trl has no .*_use_triton"):
+        with trainer._completion_only_lm_head():
+            pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with trainer._completion_only_lm_head():
+            pass
+
+
 def test_custom_collator_without_camp_columns(
     tok: Any, make_model: Any, camp_dataset: Any, make_args: Any
 ) -> None:
