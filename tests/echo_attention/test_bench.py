@@ -49,7 +49,7 @@ def test_small_run_reports_every_arm_and_verdict():
         "routed (static)",
         "static window (radial-style)",
     }
-    more = {"sparse-only (1.15x echo's FLOPs)", "sparse-only (1.3x echo's FLOPs)"}
+    more = {f"sparse-only ({m}x echo's FLOPs)" for m in ("0.85", "1.15", "1.3")}
     assert {r["system"] for r in rows_a} == systems and {r["system"] for r in rows_b} == systems | more
     notes = bench._verdicts(rows_a + rows_b)
     assert any(
