@@ -39,6 +39,8 @@ from benchmarks.harness import BenchReport, Headline, pinned_threads, seeded, ve
 from benchmarks.viewmask.arms import (
     DOWNSAMPLE,
     GRID,
+    LEARNING_RATE,
+    MIN_LR_RATIO,
     Settings,
     generate,
     intervals,
@@ -123,6 +125,8 @@ def run(*, quick: bool = False, seed: int = 0) -> BenchReport:
         "views": 4,
         "codebook_bits": 8,
         "hidden_size": 64,
+        "learning_rate": LEARNING_RATE,
+        "min_lr_ratio": MIN_LR_RATIO,
         "threads": 1,
         "final_train_loss": losses,
     }

@@ -61,8 +61,10 @@ class ViewMaskTrainingConfig:
     Args:
         steps (`int`, *optional*, defaults to 1000): optimiser steps.
         batch_size (`int`, *optional*, defaults to 64): objects per step.
-        learning_rate (`float`, *optional*, defaults to 1e-3): AdamW learning rate (linear warm-up over the
-            first 5% of steps, then cosine decay to 10%).
+        learning_rate (`float`, *optional*, defaults to 1e-3): AdamW peak learning rate (linear warm-up over
+            the first 5% of steps, then cosine decay to ``min_lr_ratio`` of it).
+        min_lr_ratio (`float`, *optional*, defaults to 0.1): learning rate at the end of the decay, as a
+            fraction of the peak, in ``[0, 1]``.
         weight_decay (`float`, *optional*, defaults to 0.01): AdamW weight decay.
         masking_schedule (`str`, *optional*, defaults to `"cosine"`): mask-ratio schedule of the training
             draws, ``"cosine"`` (``cos(pi/2 r)``) or ``"linear"`` (``1 - r``).
@@ -85,6 +87,7 @@ class ViewMaskTrainingConfig:
     steps: int = field(default=1000, metadata={"help": "optimiser steps"})
     batch_size: int = field(default=64, metadata={"help": "objects per step"})
     learning_rate: float = field(default=1e-3, metadata={"help": "AdamW peak learning rate"})
+    min_lr_ratio: float = field(default=0.1, metadata={"help": "final learning rate / peak"})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay"})
     masking_schedule: str = field(default="cosine", metadata={"help": "cosine | linear"})
     view_sampling: str = field(default="joint", metadata={"help": "joint | independent"})
@@ -96,6 +99,7 @@ class ViewMaskTrainingConfig:
         self.steps = check_int("steps", self.steps, low=1)
         self.batch_size = check_int("batch_size", self.batch_size, low=1)
         self.learning_rate = check_float("learning_rate", self.learning_rate, low=0, low_open=True)
+        self.min_lr_ratio = check_probability("min_lr_ratio", self.min_lr_ratio)
         self.weight_decay = check_float("weight_decay", self.weight_decay, low=0)
         self.masking_schedule = check_choice("masking_schedule", self.masking_schedule, SCHEDULES)
         self.view_sampling = check_choice("view_sampling", self.view_sampling, VIEW_SAMPLING)

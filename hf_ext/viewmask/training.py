@@ -6,7 +6,8 @@
 loss). Transformer: per object, :func:`~hf_ext.viewmask.core.viewmask_masking` masks a
 ``cos(pi/2 r)`` share of the target tokens jointly across the target views, and the loss is cross-entropy on
 the masked positions only (:func:`~hf_ext.viewmask.core.viewmask_loss`). AdamW with a 5% linear
-warm-up and cosine decay to 10% of the peak learning rate.
+warm-up and cosine decay to a floor: 10% of the peak learning rate for the tokenizer,
+``ViewMaskTrainingConfig.min_lr_ratio`` for the transformer.
 """
 
 from __future__ import annotations
@@ -22,23 +23,25 @@ from hf_ext.viewmask.core import viewmask_loss, viewmask_masking
 from hf_ext.viewmask.transformer_viewmask import ViewMaskTransformer
 
 
-def _lr_lambda(steps: int) -> object:
+def _lr_lambda(steps: int, floor: float) -> object:
+    """Learning-rate factor of each step: linear warm-up over 5% of ``steps``, then cosine decay from 1 to
+    ``floor``."""
     warm = max(1, steps // 20)
 
     def factor(step: int) -> float:
         if step < warm:
             return (step + 1) / warm
         progress = (step - warm) / max(1, steps - warm)
-        return 0.1 + 0.45 * (1 + math.cos(math.pi * progress))
+        return floor + (1 - floor) / 2 * (1 + math.cos(math.pi * progress))
 
     return factor
 
 
 def _optimiser(
-    model: torch.nn.Module, lr: float, weight_decay: float, steps: int
+    model: torch.nn.Module, lr: float, weight_decay: float, steps: int, floor: float
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    return opt, torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(steps))  # type: ignore[arg-type]
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(steps, floor))  # type: ignore[arg-type]
 
 
 def train_lfq_autoencoder(
@@ -51,7 +54,7 @@ def train_lfq_autoencoder(
     config = config or LFQTrainingConfig()
     model.check_images(images, "images")
     gen = torch.Generator().manual_seed(config.seed)
-    opt, sched = _optimiser(model, config.learning_rate, config.weight_decay, config.steps)
+    opt, sched = _optimiser(model, config.learning_rate, config.weight_decay, config.steps, 0.1)
     model.train()
     losses = []
     for _ in range(config.steps):
@@ -116,7 +119,9 @@ def train_viewmask(
             f"{tuple(view_tokens.shape)}."
         )
     gen = torch.Generator().manual_seed(config.seed)
-    opt, sched = _optimiser(transformer, config.learning_rate, config.weight_decay, config.steps)
+    opt, sched = _optimiser(
+        transformer, config.learning_rate, config.weight_decay, config.steps, config.min_lr_ratio
+    )
     dev = transformer.device
     transformer.train()
     losses = []

@@ -84,3 +84,5 @@ def test_training_bad_inputs_and_configs():
         LFQTrainingConfig(steps=0)
     with pytest.raises(ValueError, match="`learning_rate`.*0"):
         ViewMaskTrainingConfig(learning_rate=0.0)
+    with pytest.raises(ValueError, match="`min_lr_ratio`.*1.5"):
+        ViewMaskTrainingConfig(min_lr_ratio=1.5)
