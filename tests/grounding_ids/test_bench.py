@@ -55,9 +55,11 @@ def test_last_question_is_solvable_by_elimination():
 
 
 def test_quick_plan_is_a_smaller_slice_of_the_full_grid():
-    from benchmarks.grounding_ids.bench import _plan, grid
+    from benchmarks.grounding_ids.bench import FULL_RUN_CLAIM, _plan, _what, grid
 
     quick, full = _plan(quick=True, seed=0), _plan(quick=False, seed=0)
     assert len(grid()) == 1 and grid()[0]["image_px"] == SIZE.image_size
     assert quick.steps < full.steps and len(quick.seeds) < len(full.seeds) and quick.n_train < full.n_train
     assert quick.evals[-1] == quick.steps and full.evals[-1] == full.steps  # accuracy is read at the end
+    assert _what(quick).endswith(f"(full: 3 seeds x 1200 steps; {FULL_RUN_CLAIM})")
+    assert FULL_RUN_CLAIM.startswith("claim shown at full size only (last full run: claim met")
