@@ -13,22 +13,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from dataclasses import replace
 
-from benchmarks.harness import pinned_threads
+from benchmarks.harness import mean_se, pinned_threads
 from benchmarks.scm_grpo.bench import FULL, _layer2, _quiet
 
 FIGURES = ("accuracy", "depth_abs_err")
 
 
 def paired(a: list[float], b: list[float]) -> tuple[float, float]:
-    """Mean of ``b - a`` over seeds and its standard error (``nan`` for one seed or a ``nan`` figure)."""
-    diff = [y - x for x, y in zip(a, b, strict=True)]
-    mean = sum(diff) / len(diff)
-    if len(diff) < 2 or math.isnan(mean):
-        return mean, float("nan")
-    return mean, math.sqrt(sum((d - mean) ** 2 for d in diff) / (len(diff) - 1) / len(diff))
+    """Mean of ``b - a`` over seeds and its standard error (:func:`~benchmarks.harness.mean_se`)."""
+    mean, se, _ = mean_se(y - x for x, y in zip(a, b, strict=True))
+    return mean, se
 
 
 def main() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -62,6 +64,17 @@ def test_viewmask_training_runs_with_text_and_is_seeded(sampling):
 
     a, b = train(), train()
     assert a == b and sum(a[-5:]) < sum(a[:5])
+
+
+def test_learning_rate_schedule_warms_up_then_decays_to_its_floor():
+    from hf_ext.viewmask.training import _lr_lambda
+
+    for floor in (0.0, 0.1):
+        factor = _lr_lambda(105, floor)  # 5 warm-up steps, then 100 steps of cosine decay
+        assert factor(0) == pytest.approx(0.2) and factor(4) == factor(5) == pytest.approx(1.0)
+        assert factor(55) == pytest.approx(floor + (1 - floor) / 2)  # half-way: cos(pi / 2) = 0
+        assert factor(80) == pytest.approx(floor + (1 - floor) / 2 * (1 + math.cos(0.75 * math.pi)))
+        assert factor(105) == pytest.approx(floor)
 
 
 def test_training_bad_inputs_and_configs():
